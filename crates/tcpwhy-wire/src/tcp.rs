@@ -1,0 +1,182 @@
+//! The TCP header (RFC 9293 section 3.1) and its options.
+
+use crate::{Malformed, Seq, TcpSegment};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Bytes of the fixed header needed to know ports, numbers, flags and window.
+const NEEDED: usize = 16;
+const HEADER_MIN: usize = 20;
+mod field {
+    pub const SRC_PORT: std::ops::Range<usize> = 0..2;
+    pub const DST_PORT: std::ops::Range<usize> = 2..4;
+    pub const SEQ: std::ops::Range<usize> = 4..8;
+    pub const ACK: std::ops::Range<usize> = 8..12;
+    pub const DATA_OFFSET: usize = 12;
+    pub const FLAGS: usize = 13;
+    pub const WINDOW: std::ops::Range<usize> = 14..16;
+}
+
+/// Option kinds (IANA "TCP Option Kind Numbers").
+mod kind {
+    pub const EOL: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const MSS: u8 = 2; // RFC 9293 section 3.2
+    pub const WSCALE: u8 = 3; // RFC 7323 section 2
+    pub const SACK_PERMITTED: u8 = 4; // RFC 2018
+    pub const SACK: u8 = 5; // RFC 2018
+    pub const TIMESTAMP: u8 = 8; // RFC 7323 section 3
+}
+
+/// At most four SACK blocks fit in 40 bytes of options (RFC 2018 section 3).
+pub const MAX_SACK_BLOCKS: usize = 4;
+
+/// TCP control bits.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+
+    #[inline]
+    pub fn fin(self) -> bool {
+        self.0 & Self::FIN != 0
+    }
+    #[inline]
+    pub fn syn(self) -> bool {
+        self.0 & Self::SYN != 0
+    }
+    #[inline]
+    pub fn rst(self) -> bool {
+        self.0 & Self::RST != 0
+    }
+    #[inline]
+    pub fn ack(self) -> bool {
+        self.0 & Self::ACK != 0
+    }
+    #[inline]
+    pub fn psh(self) -> bool {
+        self.0 & Self::PSH != 0
+    }
+}
+
+impl std::fmt::Debug for TcpFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [(u8, &str); 8] = [
+            (TcpFlags::SYN, "S"),
+            (TcpFlags::FIN, "F"),
+            (TcpFlags::RST, "R"),
+            (TcpFlags::PSH, "P"),
+            (TcpFlags::ACK, "."),
+            (TcpFlags::URG, "U"),
+            (TcpFlags::ECE, "E"),
+            (TcpFlags::CWR, "W"),
+        ];
+        for (bit, name) in NAMES {
+            if self.0 & bit != 0 {
+                f.write_str(name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The options tcpwhy reads. Options cut by the snaplen are simply absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    /// (TSval, TSecr)
+    pub timestamp: Option<(u32, u32)>,
+    /// SACK blocks (left edge, right edge); only the first `sack_count` are valid.
+    pub sack: [(Seq, Seq); MAX_SACK_BLOCKS],
+    pub sack_count: u8,
+}
+
+impl TcpOptions {
+    pub fn sack_blocks(&self) -> &[(Seq, Seq)] {
+        &self.sack[..usize::from(self.sack_count).min(MAX_SACK_BLOCKS)]
+    }
+}
+
+#[inline]
+fn be16(b: &[u8], at: std::ops::Range<usize>) -> u16 {
+    u16::from_be_bytes([b[at.start], b[at.start + 1]])
+}
+#[inline]
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// `data` starts at the TCP header (possibly cut short by the snaplen); `ip_len` is the TCP
+/// header plus payload length according to the IP header. Addresses are filled by the caller.
+pub(crate) fn decode(data: &[u8], ip_len: usize) -> Result<TcpSegment, Malformed> {
+    if data.len() < NEEDED || ip_len < NEEDED {
+        return Err(Malformed::TcpTruncated);
+    }
+    let doff = usize::from(data[field::DATA_OFFSET] >> 4) * 4;
+    if doff < HEADER_MIN || doff > ip_len {
+        return Err(Malformed::TcpDataOffset);
+    }
+    let options = match data.get(HEADER_MIN..doff.min(data.len())) {
+        Some(opts) => parse_options(opts),
+        None => TcpOptions::default(),
+    };
+    Ok(TcpSegment {
+        src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        src_port: be16(data, field::SRC_PORT),
+        dst_port: be16(data, field::DST_PORT),
+        seq: Seq(be32(data, field::SEQ.start)),
+        ack: Seq(be32(data, field::ACK.start)),
+        flags: TcpFlags(data[field::FLAGS]),
+        window: be16(data, field::WINDOW),
+        payload_len: (ip_len - doff) as u32,
+        options,
+        ip_id: 0,
+        first_fragment: false,
+    })
+}
+
+/// Lax option parser: stops at EOL, at a length that cannot be right, or at the captured end.
+pub(crate) fn parse_options(mut b: &[u8]) -> TcpOptions {
+    let mut o = TcpOptions::default();
+    while let Some(&k) = b.first() {
+        match k {
+            kind::EOL => break,
+            kind::NOP => {
+                b = &b[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = b.get(1) else { break };
+        let len = usize::from(len);
+        if len < 2 {
+            break;
+        }
+        let Some(body) = b.get(2..len) else { break };
+        match (k, body.len()) {
+            (kind::MSS, 2) => o.mss = Some(u16::from_be_bytes([body[0], body[1]])),
+            (kind::WSCALE, 1) => o.window_scale = Some(body[0]),
+            (kind::SACK_PERMITTED, 0) => o.sack_permitted = true,
+            (kind::TIMESTAMP, 8) => o.timestamp = Some((be32(body, 0), be32(body, 4))),
+            (kind::SACK, n) if n % 8 == 0 => {
+                for block in body.chunks_exact(8).take(MAX_SACK_BLOCKS) {
+                    o.sack[usize::from(o.sack_count)] = (Seq(be32(block, 0)), Seq(be32(block, 4)));
+                    o.sack_count += 1;
+                }
+            }
+            _ => {}
+        }
+        b = &b[len..];
+    }
+    o
+}
