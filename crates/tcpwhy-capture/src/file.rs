@@ -1,0 +1,386 @@
+//! One capture file, read block by block with pcap-parser's streaming reader.
+
+use crate::open::{self, DynRead, LastError, Opened};
+use crate::{CaptureError, ContainerStats, Packet, Warning};
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
+use std::io::{Cursor, ErrorKind, Read};
+use tcpwhy_wire::LinkType;
+
+/// The parser's buffer starts here and doubles, up to `MAX_CAPACITY`, when a block needs more.
+const INITIAL_CAPACITY: usize = 1 << 20;
+/// A record or block larger than this is a lie about its length (pcap's largest snaplen is
+/// 256 KiB; pcapng tools write blocks far below this).
+const MAX_CAPACITY: usize = 16 << 20;
+const NANOS: i64 = 1_000_000_000;
+/// pcapng section header magic, also the first four bytes of every pcapng file.
+const PCAPNG_SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link: LinkType,
+    /// Timestamp units per second (pcapng `if_tsresol`; default 10^6).
+    units_per_sec: u64,
+    /// Seconds added to every timestamp (`if_tsoffset`).
+    offset_sec: i64,
+    snaplen: u32,
+}
+
+enum Format {
+    /// Legacy pcap: one link type, micro- or nanosecond timestamps.
+    Pcap { link: LinkType, nanos: bool },
+    /// pcapng: the interfaces of the current section.
+    PcapNg { interfaces: Vec<Interface> },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    ts_ns: i64,
+    link: LinkType,
+    orig_len: u32,
+}
+
+/// Reads one capture file. The current packet is copied into a reused buffer, so no allocation
+/// happens per packet once the buffer has grown to the largest frame.
+pub struct FileReader {
+    name: String,
+    reader: Box<dyn PcapReaderIterator + Send>,
+    compressed: bool,
+    last_error: LastError,
+    format: Format,
+    capacity: usize,
+    buf: Vec<u8>,
+    head: Option<Head>,
+    last_ts: i64,
+    done: bool,
+    warning: Option<Warning>,
+    stats: ContainerStats,
+}
+
+/// `if_tsresol` (pcapng section 4.2): high bit clear = 10^-n seconds, set = 2^-n seconds.
+fn units_per_sec(tsresol: u8) -> u64 {
+    let n = u32::from(tsresol & 0x7F);
+    let units = if tsresol & 0x80 == 0 { 10u64.checked_pow(n) } else { 1u64.checked_shl(n) };
+    match units {
+        Some(u) if u > 0 => u,
+        _ => 1_000_000,
+    }
+}
+
+fn ng_timestamp(high: u32, low: u32, iface: &Interface) -> i64 {
+    let t = (u128::from(high) << 32) | u128::from(low);
+    let u = u128::from(iface.units_per_sec);
+    let ns = (t / u) * 1_000_000_000 + (t % u) * 1_000_000_000 / u;
+    let ns = i64::try_from(ns).unwrap_or(i64::MAX);
+    ns.saturating_add(iface.offset_sec.saturating_mul(NANOS))
+}
+
+impl FileReader {
+    /// Open a file (`-` for standard input).
+    pub fn open(path: &str) -> Result<FileReader, CaptureError> {
+        let opened = open::open(path).map_err(|e| CaptureError {
+            file: path.to_string(),
+            offset: 0,
+            compressed: false,
+            message: format!("cannot open: {e}"),
+        })?;
+        Self::from_opened(path, opened)
+    }
+
+    /// Read a capture from any byte stream; `name` is used in messages.
+    pub fn from_reader(name: &str, reader: Box<dyn Read + Send>) -> Result<FileReader, CaptureError> {
+        Self::from_opened(name, open::from_reader(reader))
+    }
+
+    fn from_opened(name: &str, o: Opened) -> Result<FileReader, CaptureError> {
+        let compressed = o.compression.is_some();
+        let first: Vec<u8> = o.prefix.iter().take(4).copied().collect();
+        let prefix_len = o.prefix.len();
+        let stream: DynRead = Box::new(Cursor::new(o.prefix).chain(o.rest));
+        let err = |message: String| CaptureError {
+            file: name.to_string(),
+            offset: 0,
+            compressed,
+            message,
+        };
+        let reader = match create_reader(INITIAL_CAPACITY, stream) {
+            Ok(r) => r,
+            Err(e) => {
+                let io = o.last_error.take().map(|e| format!(" ({e})")).unwrap_or_default();
+                let what = match o.compression {
+                    Some(z) => format!("{z}-compressed data"),
+                    None => "file".to_string(),
+                };
+                let message = match e {
+                    _ if prefix_len == 0 && !io.is_empty() => {
+                        format!("{what} is corrupt or cut short before the capture header{io}")
+                    }
+                    PcapError::Eof => format!("empty {what}: not a capture{io}"),
+                    PcapError::Incomplete(_) | PcapError::UnexpectedEof => format!(
+                        "{what} too short for a capture header ({prefix_len} bytes){io}"
+                    ),
+                    _ if first == PCAPNG_SHB => {
+                        "pcapng section header block is malformed".to_string()
+                    }
+                    _ => format!(
+                        "not a pcap or pcapng capture (first bytes {}){io}",
+                        first.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+                    ),
+                };
+                return Err(err(message));
+            }
+        };
+        Ok(FileReader {
+            name: name.to_string(),
+            reader,
+            compressed,
+            last_error: o.last_error,
+            format: Format::PcapNg { interfaces: Vec::new() },
+            capacity: INITIAL_CAPACITY,
+            buf: Vec::new(),
+            head: None,
+            last_ts: i64::MIN,
+            done: false,
+            warning: None,
+            stats: ContainerStats::default(),
+        })
+    }
+
+    fn error(&self, message: String) -> CaptureError {
+        CaptureError {
+            file: self.name.clone(),
+            offset: self.reader.consumed() as u64,
+            compressed: self.compressed,
+            message,
+        }
+    }
+
+    fn stop_truncated(&mut self, detail: &str) {
+        let message = format!("file is truncated ({detail}); results cover the packets before it");
+        self.warning = Some(self.error(message));
+        self.done = true;
+    }
+
+    /// Describe the block or record the parser choked on, from its first bytes.
+    fn describe_bad_block(&self) -> String {
+        let d = self.reader.data();
+        match (&self.format, d.get(..8)) {
+            (Format::PcapNg { .. }, Some(b)) => {
+                let le = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                format!(
+                    "corrupt pcapng block (type 0x{:08x}, length {})",
+                    le(0),
+                    le(4)
+                )
+            }
+            _ => "corrupt record".to_string(),
+        }
+    }
+
+    /// Move to the next packet. At the end, `head_ts()` returns `None`.
+    pub(crate) fn advance(&mut self) -> Result<(), CaptureError> {
+        self.head = None;
+        while !self.done {
+            match self.reader.next() {
+                Ok((consumed, block)) => {
+                    if consumed == 0 {
+                        // The parser made no progress: never loop on it.
+                        self.done = true;
+                        return Err(self.error("corrupt block of length 0".to_string()));
+                    }
+                    let head = Self::take_block(
+                        block,
+                        &mut self.format,
+                        &mut self.buf,
+                        &mut self.stats,
+                        self.last_ts,
+                    );
+                    self.reader.consume(consumed);
+                    if let Some(h) = head {
+                        if h.ts_ns < self.last_ts {
+                            self.stats.timestamps_backwards += 1;
+                        }
+                        self.last_ts = h.ts_ns;
+                        self.head = Some(h);
+                        return Ok(());
+                    }
+                }
+                Err(PcapError::Eof) => self.done = true,
+                Err(PcapError::Incomplete(_)) => {
+                    if self.reader.refill().is_err() {
+                        return self.read_failed();
+                    }
+                }
+                Err(PcapError::BufferTooSmall) => {
+                    if self.capacity >= MAX_CAPACITY {
+                        self.done = true;
+                        let what = self.describe_bad_block();
+                        return Err(self.error(format!(
+                            "{what}: claims more than {} MiB, larger than any real frame",
+                            MAX_CAPACITY >> 20
+                        )));
+                    }
+                    self.capacity *= 2;
+                    self.reader.grow(self.capacity);
+                    if self.reader.refill().is_err() {
+                        return self.read_failed();
+                    }
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    let detail = match self.last_error.take() {
+                        Some(e) => format!("the last record is cut short: {e}"),
+                        None => "the last record is cut short".to_string(),
+                    };
+                    self.stop_truncated(&detail);
+                }
+                Err(PcapError::ReadError) => return self.read_failed(),
+                Err(_) => {
+                    self.done = true;
+                    let what = self.describe_bad_block();
+                    return Err(self.error(what));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_failed(&mut self) -> Result<(), CaptureError> {
+        match self.last_error.take() {
+            Some(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                self.stop_truncated(&format!("compressed stream ends early: {e}"));
+                Ok(())
+            }
+            Some(e) => {
+                self.done = true;
+                Err(self.error(format!("read error: {e}")))
+            }
+            None => {
+                self.done = true;
+                Err(self.error("read error".to_string()))
+            }
+        }
+    }
+
+    /// Interpret one block; copy the packet (if any) into `buf`.
+    fn take_block(
+        block: PcapBlockOwned<'_>,
+        format: &mut Format,
+        buf: &mut Vec<u8>,
+        stats: &mut ContainerStats,
+        last_ts: i64,
+    ) -> Option<Head> {
+        let mut copy = |data: &[u8]| {
+            buf.clear();
+            buf.extend_from_slice(data);
+        };
+        match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                *format = Format::Pcap {
+                    // Bits 16-31 of the field carry FCS information (pcap spec, LinkType).
+                    link: LinkType(h.network.0 as u32 & 0xFFFF),
+                    nanos: h.is_nanosecond_precision(),
+                };
+                None
+            }
+            PcapBlockOwned::Legacy(b) => {
+                let Format::Pcap { link, nanos } = *format else {
+                    return None;
+                };
+                let frac = i64::from(b.ts_usec) * if nanos { 1 } else { 1000 };
+                copy(b.data);
+                Some(Head {
+                    ts_ns: i64::from(b.ts_sec) * NANOS + frac,
+                    link,
+                    orig_len: b.origlen,
+                })
+            }
+            PcapBlockOwned::NG(block) => {
+                let Format::PcapNg { interfaces } = format else {
+                    return None;
+                };
+                match block {
+                    Block::SectionHeader(_) => {
+                        interfaces.clear();
+                        None
+                    }
+                    Block::InterfaceDescription(idb) => {
+                        interfaces.push(Interface {
+                            link: LinkType(idb.linktype.0 as u32),
+                            units_per_sec: units_per_sec(idb.if_tsresol),
+                            offset_sec: idb.if_tsoffset,
+                            snaplen: idb.snaplen,
+                        });
+                        None
+                    }
+                    Block::EnhancedPacket(epb) => {
+                        let Some(iface) = interfaces.get(epb.if_id as usize) else {
+                            stats.packets_without_interface += 1;
+                            return None;
+                        };
+                        let len = (epb.caplen as usize).min(epb.data.len());
+                        copy(&epb.data[..len]);
+                        Some(Head {
+                            ts_ns: ng_timestamp(epb.ts_high, epb.ts_low, iface),
+                            link: iface.link,
+                            orig_len: epb.origlen,
+                        })
+                    }
+                    Block::SimplePacket(spb) => {
+                        // Simple Packet Blocks belong to interface 0 and carry no timestamp.
+                        let Some(iface) = interfaces.first() else {
+                            stats.packets_without_interface += 1;
+                            return None;
+                        };
+                        let mut len = (spb.origlen as usize).min(spb.data.len());
+                        if iface.snaplen > 0 {
+                            len = len.min(iface.snaplen as usize);
+                        }
+                        copy(&spb.data[..len]);
+                        Some(Head {
+                            ts_ns: last_ts.max(0),
+                            link: iface.link,
+                            orig_len: spb.origlen,
+                        })
+                    }
+                    _ => {
+                        stats.blocks_skipped += 1;
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn head_ts(&self) -> Option<i64> {
+        self.head.map(|h| h.ts_ns)
+    }
+
+    pub(crate) fn head(&self, frame: u64, source: usize) -> Option<Packet<'_>> {
+        self.head.map(|h| Packet {
+            frame,
+            ts_ns: h.ts_ns,
+            link: h.link,
+            data: &self.buf,
+            orig_len: h.orig_len,
+            source,
+        })
+    }
+
+    pub(crate) fn take_warning(&mut self) -> Option<Warning> {
+        self.warning.take()
+    }
+
+    pub(crate) fn stats(&self) -> &ContainerStats {
+        &self.stats
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.reader.consumed() as u64
+    }
+
+    /// The name given at opening (the path, or `-`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}

@@ -1,0 +1,154 @@
+//! # tcpwhy-capture: capture files to packets
+//!
+//! Reads pcap (all four variants, plus the "modified" Kuznetzov format) and pcapng (several
+//! sections, several interfaces with their own link types and timestamp resolutions), gzip- or
+//! zstd-compressed (detected by content), from files or standard input, and merges several files
+//! into one capture ordered by timestamp.
+//!
+//! Frame numbers are 1-based in the merged order, as Wireshark numbers them (for several files:
+//! as in the output of `mergecap`). Timestamps are nanoseconds since the Unix epoch.
+//!
+//! Errors name the file and the byte offset. A file that ends in the middle of a record is not
+//! an error: the packets before it are delivered and a [`Warning`] says where it stopped.
+#![forbid(unsafe_code)]
+
+mod file;
+mod open;
+
+pub use file::FileReader;
+use std::fmt;
+use tcpwhy_wire::LinkType;
+
+/// One captured frame. `data` is valid until the next call to [`Capture::next`].
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    /// 1-based frame number in the merged capture.
+    pub frame: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub ts_ns: i64,
+    pub link: LinkType,
+    /// The captured bytes (possibly cut by the snaplen).
+    pub data: &'a [u8],
+    /// The frame's length on the wire.
+    pub orig_len: u32,
+    /// Index of the input file this frame came from.
+    pub source: usize,
+}
+
+/// A problem that stops reading a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureError {
+    pub file: String,
+    /// Byte offset in the file (in the decompressed stream for compressed input).
+    pub offset: u64,
+    pub compressed: bool,
+    pub message: String,
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let z = if self.compressed { " (decompressed)" } else { "" };
+        write!(f, "{}: at byte {}{}: {}", self.file, self.offset, z, self.message)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+/// Something the user should know that did not stop the run (a truncated file).
+pub type Warning = CaptureError;
+
+/// Counters about the containers themselves (not the packets in them).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ContainerStats {
+    /// pcapng blocks that carry no packet (statistics, name resolution, unknown types ...).
+    pub blocks_skipped: u64,
+    /// Packet blocks naming an interface that no Interface Description Block defined.
+    pub packets_without_interface: u64,
+    /// Records whose timestamp is earlier than the previous record of the same file.
+    pub timestamps_backwards: u64,
+}
+
+impl ContainerStats {
+    fn add(&mut self, o: &ContainerStats) {
+        self.blocks_skipped += o.blocks_skipped;
+        self.packets_without_interface += o.packets_without_interface;
+        self.timestamps_backwards += o.timestamps_backwards;
+    }
+}
+
+/// Several capture files read as one, merged by timestamp.
+pub struct Capture {
+    files: Vec<FileReader>,
+    /// The file whose head was handed out last and must advance before the next pick.
+    advance: Option<usize>,
+    frame: u64,
+    warnings: Vec<Warning>,
+}
+
+impl Capture {
+    /// Open every input (`-` is standard input). Fails on the first input that cannot be opened
+    /// or is not a capture.
+    pub fn open<S: AsRef<str>>(paths: &[S]) -> Result<Capture, CaptureError> {
+        let mut files = Vec::with_capacity(paths.len());
+        for p in paths {
+            files.push(FileReader::open(p.as_ref())?);
+        }
+        Self::from_readers(files)
+    }
+
+    /// Build a capture from readers already opened (for example over in-memory bytes).
+    pub fn from_readers(mut files: Vec<FileReader>) -> Result<Capture, CaptureError> {
+        let mut warnings = Vec::new();
+        for f in files.iter_mut() {
+            f.advance()?;
+            warnings.extend(f.take_warning());
+        }
+        Ok(Capture { files, advance: None, frame: 0, warnings })
+    }
+
+    /// The next frame in timestamp order, `None` at the end of every input.
+    #[allow(clippy::should_implement_trait)] // a lending iterator: `Iterator` cannot express it
+    pub fn next(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if let Some(i) = self.advance.take() {
+            let f = &mut self.files[i];
+            let r = f.advance();
+            self.warnings.extend(f.take_warning());
+            r?;
+        }
+        // Several files: the earliest head wins, ties go to the earlier file.
+        let mut best: Option<(usize, i64)> = None;
+        for (i, f) in self.files.iter().enumerate() {
+            if let Some(ts) = f.head_ts() {
+                if best.is_none_or(|(_, b)| ts < b) {
+                    best = Some((i, ts));
+                }
+            }
+        }
+        let Some((i, _)) = best else { return Ok(None) };
+        self.advance = Some(i);
+        self.frame += 1;
+        Ok(self.files[i].head(self.frame, i))
+    }
+
+    /// Warnings so far (truncated files).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Container counters summed over the inputs.
+    pub fn stats(&self) -> ContainerStats {
+        let mut s = ContainerStats::default();
+        for f in &self.files {
+            s.add(f.stats());
+        }
+        s
+    }
+
+    /// Bytes consumed so far over all inputs (decompressed bytes for compressed input).
+    pub fn bytes_read(&self) -> u64 {
+        self.files.iter().map(|f| f.offset()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

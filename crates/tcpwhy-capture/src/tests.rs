@@ -1,0 +1,251 @@
+//! Container tests on files built byte by byte: each builder writes the layout the pcap and
+//! pcapng specifications (draft-ietf-opsawg-pcap, draft-ietf-opsawg-pcapng) describe.
+
+use super::*;
+use std::io::Write;
+
+/// A legacy pcap: magic written in the chosen byte order, link type `link`.
+fn pcap(big_endian: bool, nanos: bool, link: u32, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
+    let w32 = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let w16 = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let mut f = Vec::new();
+    f.extend_from_slice(&w32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }));
+    f.extend_from_slice(&w16(2));
+    f.extend_from_slice(&w16(4));
+    f.extend_from_slice(&w32(0)); // thiszone
+    f.extend_from_slice(&w32(0)); // sigfigs
+    f.extend_from_slice(&w32(65535)); // snaplen
+    f.extend_from_slice(&w32(link));
+    for (sec, frac, data) in records {
+        f.extend_from_slice(&w32(*sec));
+        f.extend_from_slice(&w32(*frac));
+        f.extend_from_slice(&w32(data.len() as u32));
+        f.extend_from_slice(&w32(data.len() as u32 + 100)); // orig_len: 100 bytes were cut
+        f.extend_from_slice(data);
+    }
+    f
+}
+
+fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let mut body = body.to_vec();
+    while body.len() % 4 != 0 {
+        body.push(0);
+    }
+    let len = (12 + body.len()) as u32;
+    let mut b = kind.to_le_bytes().to_vec();
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&body);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+fn shb() -> Vec<u8> {
+    let mut body = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&(-1i64).to_le_bytes()); // section length unknown
+    ng_block(0x0A0D_0D0A, &body)
+}
+
+fn idb(link: u16, tsresol: Option<u8>) -> Vec<u8> {
+    let mut body = link.to_le_bytes().to_vec();
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes()); // snaplen 0 = unlimited
+    if let Some(r) = tsresol {
+        body.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&[r, 0, 0, 0]);
+        body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
+    }
+    ng_block(1, &body)
+}
+
+fn epb(if_id: u32, ts: u64, data: &[u8]) -> Vec<u8> {
+    let mut body = if_id.to_le_bytes().to_vec();
+    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ts as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    ng_block(6, &body)
+}
+
+fn reader(name: &str, bytes: Vec<u8>) -> Result<FileReader, CaptureError> {
+    FileReader::from_reader(name, Box::new(std::io::Cursor::new(bytes)))
+}
+
+/// Every packet as (frame, ts_ns, link, first data byte, orig_len), plus the warnings.
+type Row = (u64, i64, u32, u8, u32);
+fn collect(files: Vec<Vec<u8>>) -> Result<(Vec<Row>, Vec<Warning>), CaptureError> {
+    let readers = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| reader(&format!("f{i}"), b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cap = Capture::from_readers(readers)?;
+    let mut out = Vec::new();
+    while let Some(p) = cap.next()? {
+        out.push((p.frame, p.ts_ns, p.link.0, p.data.first().copied().unwrap_or(0), p.orig_len));
+    }
+    Ok((out, cap.warnings().to_vec()))
+}
+
+#[test]
+fn all_four_pcap_variants() {
+    for be in [false, true] {
+        for nanos in [false, true] {
+            let f = pcap(be, nanos, 1, &[(10, 5, &[7; 20]), (11, 999, &[8; 30])]);
+            let (rows, w) = collect(vec![f]).unwrap();
+            let unit = if nanos { 1 } else { 1000 };
+            assert_eq!(
+                rows,
+                vec![
+                    (1, 10 * NANOS_PER_SEC + 5 * unit, 1, 7, 120),
+                    (2, 11 * NANOS_PER_SEC + 999 * unit, 1, 8, 130)
+                ],
+                "big endian {be}, nanos {nanos}"
+            );
+            assert!(w.is_empty());
+        }
+    }
+}
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+#[test]
+fn pcapng_interfaces_with_own_link_types_and_resolutions() {
+    let mut f = shb();
+    f.extend(idb(1, None)); // interface 0: Ethernet, microseconds
+    f.extend(idb(101, Some(9))); // interface 1: raw IP, nanoseconds
+    f.extend(epb(0, 1_000_000, &[1; 14])); // 1 s in microseconds
+    f.extend(ng_block(0x0BAD_B10C, &[1, 2, 3, 4, 5])); // unknown block: skipped
+    f.extend(epb(1, 1_500_000_001, &[2; 20])); // 1.5 s + 1 ns in nanoseconds
+    f.extend(epb(7, 5, &[3; 20])); // no interface 7: counted, skipped
+    // A second section redefines interface 0 as SLL2 with 2^-10 s units.
+    f.extend(shb());
+    f.extend(idb(276, Some(0x80 | 10)));
+    f.extend(epb(0, 3 * 1024 + 512, &[4; 20])); // 3.5 s
+    let cap_stats;
+    let rows = {
+        let mut cap = Capture::from_readers(vec![reader("ng", f).unwrap()]).unwrap();
+        let mut rows = Vec::new();
+        while let Some(p) = cap.next().unwrap() {
+            rows.push((p.frame, p.ts_ns, p.link.0, p.data[0]));
+        }
+        cap_stats = cap.stats();
+        rows
+    };
+    assert_eq!(
+        rows,
+        vec![
+            (1, NANOS_PER_SEC, 1, 1),
+            (2, 1_500_000_001, 101, 2),
+            (3, 3_500_000_000, 276, 4)
+        ]
+    );
+    assert_eq!(cap_stats.blocks_skipped, 1);
+    assert_eq!(cap_stats.packets_without_interface, 1);
+}
+
+#[test]
+fn truncated_last_record_keeps_earlier_packets_and_warns() {
+    let mut f = pcap(false, false, 1, &[(1, 0, &[1; 40]), (2, 0, &[2; 40])]);
+    f.truncate(f.len() - 10);
+    let (rows, w) = collect(vec![f]).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(w.len(), 1);
+    let msg = w[0].to_string();
+    assert!(msg.starts_with("f0: at byte 80: file is truncated"), "{msg}");
+}
+
+#[test]
+fn not_a_capture_names_the_file_and_bytes() {
+    let e = reader("notes.txt", b"hello, this is text".to_vec()).err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "notes.txt: at byte 0: not a pcap or pcapng capture (first bytes 68 65 6c 6c)"
+    );
+    let e = reader("empty", Vec::new()).err().unwrap();
+    assert!(e.to_string().contains("empty file"), "{e}");
+    let e = reader("short", vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0]).err().unwrap();
+    assert!(e.to_string().contains("too short"), "{e}");
+}
+
+#[test]
+fn absurd_record_length_is_an_error_with_offset() {
+    let mut f = pcap(false, false, 1, &[(1, 0, &[1; 40])]);
+    // A second record header claiming 1 GiB, followed by a little data.
+    for v in [2u32, 0, 1 << 30, 1 << 30] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(&[0; 100]);
+    // Claimed 1 GiB, but only 100 bytes follow: the file ends first, which is truncation.
+    let (rows, w) = collect(vec![f.clone()]).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(w.len(), 1);
+    // With more than the parser's largest buffer behind it, the length is a lie: an error.
+    f.extend(std::iter::repeat_n(0u8, 17 << 20));
+    let e = collect(vec![f]).err().unwrap();
+    assert!(e.to_string().starts_with("f0: at byte 80: corrupt record: claims more than 16 MiB"), "{e}");
+}
+
+#[test]
+fn pcapng_block_with_lying_length() {
+    let mut f = shb();
+    f.extend(idb(1, None));
+    let mut bad = epb(0, 1, &[1; 20]);
+    bad[4..8].copy_from_slice(&7u32.to_le_bytes()); // shorter than any block can be
+    f.extend(bad);
+    let e = collect(vec![f]).err().unwrap();
+    assert!(e.to_string().starts_with("f0: at byte 48: corrupt pcapng block (type 0x00000006, length 7)"), "{e}");
+}
+
+#[test]
+fn compression_is_detected_by_content() {
+    let plain = pcap(false, true, 101, &[(5, 1, &[0x45; 40]), (6, 2, &[0x45; 40])]);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    let gz = gz.finish().unwrap();
+    let zst = zstd::encode_all(&plain[..], 3).unwrap();
+    let expect = collect(vec![plain.clone()]).unwrap().0;
+    assert_eq!(expect.len(), 2);
+    assert_eq!(collect(vec![gz.clone()]).unwrap().0, expect);
+    assert_eq!(collect(vec![zst]).unwrap().0, expect);
+    // A cut gzip stream is a truncated file: the packets before the cut survive, with a warning.
+    let recs: Vec<(u32, u32, Vec<u8>)> =
+        (0..2000u32).map(|i| (i, 0, i.to_le_bytes().repeat(50))).collect();
+    let recs: Vec<(u32, u32, &[u8])> = recs.iter().map(|(s, f, d)| (*s, *f, &d[..])).collect();
+    let big = pcap(false, false, 1, &recs);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&big).unwrap();
+    let gz = gz.finish().unwrap();
+    let (rows, w) = collect(vec![gz[..gz.len() / 2].to_vec()]).unwrap();
+    assert!(rows.len() > 10 && rows.len() < 2000, "{}", rows.len());
+    assert_eq!(w.len(), 1);
+    assert!(w[0].to_string().contains("(decompressed): file is truncated"), "{}", w[0]);
+    // Cut before anything decompresses: an error, not an empty result.
+    let e = collect(vec![gz[..12].to_vec()]).err().unwrap();
+    assert!(e.to_string().contains("cut short before the capture header"), "{e}");
+}
+
+#[test]
+fn several_files_merge_by_time_and_number_frames_globally() {
+    let a = pcap(false, false, 1, &[(1, 0, &[1; 20]), (3, 0, &[3; 20]), (5, 0, &[5; 20])]);
+    let b = pcap(true, true, 101, &[(2, 0, &[2; 20]), (3, 0, &[33; 20]), (4, 0, &[4; 20])]);
+    let (rows, _) = collect(vec![a, b]).unwrap();
+    let order: Vec<(u64, u8)> = rows.iter().map(|r| (r.0, r.3)).collect();
+    // At equal timestamps the earlier file goes first.
+    assert_eq!(order, vec![(1, 1), (2, 2), (3, 3), (4, 33), (5, 4), (6, 5)]);
+}
+
+#[test]
+fn backwards_timestamps_are_counted_not_reordered() {
+    let f = pcap(false, false, 1, &[(5, 0, &[1; 20]), (4, 0, &[2; 20]), (6, 0, &[3; 20])]);
+    let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
+    let mut n = 0;
+    while cap.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert_eq!(cap.stats().timestamps_backwards, 1);
+}
