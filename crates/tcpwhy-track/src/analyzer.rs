@@ -1,0 +1,134 @@
+//! Frames in, connections out, with every skipped or malformed frame counted.
+
+use crate::endpoint::At;
+use crate::table::{Config, Sink, Tracker};
+use std::collections::BTreeMap;
+use tcpwhy_wire::{decode, Decoded, LinkType, Malformed, Skip};
+
+/// What the analyzer saw, for the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub packets: u64,
+    pub tcp_packets: u64,
+    /// Sum of the frames' wire lengths.
+    pub bytes: u64,
+    /// Frames skipped by reason name (see `tcpwhy_wire::Skip::name`).
+    pub skipped: BTreeMap<&'static str, u64>,
+    /// Frames of link types tcpwhy does not decode, by link type number.
+    pub skipped_link_types: BTreeMap<u32, u64>,
+    /// Malformed frames by kind (see `tcpwhy_wire::Malformed::name`).
+    pub malformed: BTreeMap<&'static str, u64>,
+    /// First IP fragments whose TCP header was used (payload counted for that fragment only).
+    pub first_fragments: u64,
+    pub first_ts: Option<i64>,
+    pub last_ts: Option<i64>,
+}
+
+pub struct Analyzer {
+    tracker: Tracker,
+    stats: Stats,
+    /// Skips and malformed frames are rare; count them in small arrays and fold into maps only
+    /// when asked, so the hot path never touches a map.
+    skip_counts: [u64; 5],
+    malformed_counts: [u64; 9],
+}
+
+fn skip_index(s: Skip) -> usize {
+    match s {
+        Skip::LinkType(_) => 0,
+        Skip::NotIp => 1,
+        Skip::NotTcp => 2,
+        Skip::Fragment => 3,
+        Skip::Ipv6Opaque => 4,
+    }
+}
+
+const MALFORMED: [Malformed; 9] = [
+    Malformed::LinkTruncated,
+    Malformed::IpTruncated,
+    Malformed::IpVersion,
+    Malformed::IpHeaderLength,
+    Malformed::IpLengthTooShort,
+    Malformed::IpLengthExceedsFrame,
+    Malformed::Ipv6ExtensionHeader,
+    Malformed::TcpTruncated,
+    Malformed::TcpDataOffset,
+];
+const SKIPS: [Skip; 5] =
+    [Skip::LinkType(0), Skip::NotIp, Skip::NotTcp, Skip::Fragment, Skip::Ipv6Opaque];
+
+impl Analyzer {
+    pub fn new(cfg: Config) -> Analyzer {
+        Analyzer {
+            tracker: Tracker::new(cfg),
+            stats: Stats::default(),
+            skip_counts: [0; 5],
+            malformed_counts: [0; 9],
+        }
+    }
+
+    /// Feed one captured frame. `frame` is its 1-based number in the capture.
+    pub fn frame(
+        &mut self,
+        frame: u64,
+        ts_ns: i64,
+        link: LinkType,
+        data: &[u8],
+        orig_len: u32,
+        sink: &mut dyn Sink,
+    ) {
+        let st = &mut self.stats;
+        st.packets += 1;
+        let wire_len = orig_len.max(data.len() as u32);
+        st.bytes += u64::from(wire_len);
+        if st.first_ts.is_none_or(|t| ts_ns < t) {
+            st.first_ts = Some(ts_ns);
+        }
+        if st.last_ts.is_none_or(|t| ts_ns > t) {
+            st.last_ts = Some(ts_ns);
+        }
+        match decode(link, data, orig_len) {
+            Ok(Decoded::Tcp(seg)) => {
+                st.tcp_packets += 1;
+                if seg.first_fragment {
+                    st.first_fragments += 1;
+                }
+                self.tracker.segment(&seg, At { frame, ts_ns }, wire_len, sink);
+            }
+            Ok(Decoded::Skipped(skip)) => {
+                self.skip_counts[skip_index(skip)] += 1;
+                if let Skip::LinkType(t) = skip {
+                    *st.skipped_link_types.entry(t).or_insert(0) += 1;
+                }
+            }
+            Err(m) => {
+                if let Some(i) = MALFORMED.iter().position(|x| *x == m) {
+                    self.malformed_counts[i] += 1;
+                }
+            }
+        }
+    }
+
+    /// End of input: every connection still open goes to the sink.
+    pub fn finish(&mut self, sink: &mut dyn Sink) {
+        self.tracker.finish_all(sink);
+    }
+
+    pub fn stats(&mut self) -> &Stats {
+        for (i, s) in SKIPS.iter().enumerate() {
+            if self.skip_counts[i] > 0 {
+                self.stats.skipped.insert(s.name(), self.skip_counts[i]);
+            }
+        }
+        for (i, m) in MALFORMED.iter().enumerate() {
+            if self.malformed_counts[i] > 0 {
+                self.stats.malformed.insert(m.name(), self.malformed_counts[i]);
+            }
+        }
+        &self.stats
+    }
+
+    pub fn tracker(&self) -> &Tracker {
+        &self.tracker
+    }
+}

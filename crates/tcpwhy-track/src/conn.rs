@@ -1,0 +1,332 @@
+//! A connection: two endpoints, its place in the history of its 4-tuple, and what it looked
+//! like from the capture point.
+
+use crate::endpoint::{At, Endpoint};
+use std::net::IpAddr;
+
+/// Which side of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+        }
+    }
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// How tcpwhy decided which side is the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleSource {
+    /// The client sent the SYN.
+    Syn,
+    /// Only the SYN-ACK was seen: its receiver is the client.
+    SynAck,
+    /// No handshake: the server is the side on a well-known or non-ephemeral port (inferred).
+    Port,
+    /// No handshake and no port hint: the first packet's sender is the client (inferred).
+    FirstPacket,
+}
+
+impl RoleSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            RoleSource::Syn => "syn",
+            RoleSource::SynAck => "syn-ack",
+            RoleSource::Port => "port",
+            RoleSource::FirstPacket => "first-packet",
+        }
+    }
+    /// True when no SYN or SYN-ACK told the roles.
+    pub fn inferred(self) -> bool {
+        matches!(self, RoleSource::Port | RoleSource::FirstPacket)
+    }
+}
+
+/// How a connection closed, from what the capture saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// FIN both ways; `first` closed first (and holds TIME-WAIT on most stacks).
+    Fin { first: Side },
+    /// Reset; `by` sent the first RST.
+    Rst { by: Side },
+    /// FIN one way only.
+    HalfClosed { by: Side },
+    /// Neither FIN nor RST seen.
+    Open,
+}
+
+impl Close {
+    pub fn kind(self) -> &'static str {
+        match self {
+            Close::Fin { .. } => "fin",
+            Close::Rst { .. } => "rst",
+            Close::HalfClosed { .. } => "half-closed",
+            Close::Open => "none",
+        }
+    }
+    pub fn by(self) -> Option<Side> {
+        match self {
+            Close::Fin { first } => Some(first),
+            Close::Rst { by } | Close::HalfClosed { by } => Some(by),
+            Close::Open => None,
+        }
+    }
+}
+
+/// Why the tracker stopped following a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// Closed (FIN both ways or RST) and quiet for the linger time.
+    Closed,
+    /// A new SYN started the next connection on the same 4-tuple.
+    Superseded,
+    /// No packet for the idle timeout.
+    IdleTimeout,
+    /// The capture ended.
+    CaptureEnd,
+    /// Dropped to stay under `--max-connections`.
+    Evicted,
+}
+
+impl EndReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            EndReason::Closed => "closed",
+            EndReason::Superseded => "superseded",
+            EndReason::IdleTimeout => "idle-timeout",
+            EndReason::CaptureEnd => "capture-end",
+            EndReason::Evicted => "evicted",
+        }
+    }
+}
+
+/// Where the capture point sat, inferred from the handshake (tcp-signatures.md section 10):
+/// near the client, SYN -> SYN-ACK is almost the whole round trip; near the server,
+/// SYN-ACK -> ACK is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vantage {
+    NearClient,
+    NearServer,
+    Middle,
+    /// Both endpoints on the capturing host (loopback).
+    Local,
+    Unknown,
+}
+
+impl Vantage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Vantage::NearClient => "client",
+            Vantage::NearServer => "server",
+            Vantage::Middle => "middle",
+            Vantage::Local => "local",
+            Vantage::Unknown => "unknown",
+        }
+    }
+}
+
+/// The connection that used the same 4-tuple before this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Predecessor {
+    pub id: u64,
+    pub close: Close,
+    /// Time of its last packet.
+    pub last_ts: i64,
+    /// Its client was this connection's client too (same direction of connect).
+    pub same_client: bool,
+    /// Sequence after the last byte (FIN included) that its client / server sent: for the
+    /// server, the client's value is its `rcv_nxt`.
+    pub client_next_seq: Option<tcpwhy_wire::Seq>,
+    pub server_next_seq: Option<tcpwhy_wire::Seq>,
+    pub client_isn: Option<tcpwhy_wire::Seq>,
+    pub client_first_ts: i64,
+    /// Both sides used TCP timestamps.
+    pub timestamps: bool,
+}
+
+/// The handshake as seen at the capture point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Handshake {
+    /// The SYN answered by the first SYN-ACK (the last SYN before it).
+    pub syn: Option<At>,
+    pub syn_ack: Option<At>,
+    /// The client's ACK of the SYN-ACK.
+    pub ack: Option<At>,
+    /// ACKs from the server side, before any SYN-ACK, that do not acknowledge the client's SYN
+    /// (a TIME-WAIT or stale socket answering with old numbers, tcp-signatures.md section 1).
+    pub invalid_acks: u32,
+    pub first_invalid_ack: Option<At>,
+    /// RSTs the client sent before the handshake completed.
+    pub client_rsts: u32,
+}
+
+impl Handshake {
+    /// SYN -> ACK: one full round trip from any vantage point.
+    pub fn rtt_ns(&self) -> Option<i64> {
+        Some(self.ack?.ts_ns - self.syn?.ts_ns).filter(|d| *d >= 0)
+    }
+    pub fn syn_to_syn_ack_ns(&self) -> Option<i64> {
+        Some(self.syn_ack?.ts_ns - self.syn?.ts_ns).filter(|d| *d >= 0)
+    }
+    pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
+        Some(self.ack?.ts_ns - self.syn_ack?.ts_ns).filter(|d| *d >= 0)
+    }
+}
+
+/// One TCP connection: one generation of one 4-tuple.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// 1-based, in the order connections started.
+    pub id: u64,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    pub role: RoleSource,
+    pub first: At,
+    pub last: At,
+    pub handshake: Handshake,
+    pub prev: Option<Predecessor>,
+    pub end_reason: EndReason,
+    /// When FIN both ways or an RST was seen (cleared if the connection carries on).
+    pub closed_at: Option<i64>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        id: u64,
+        client: (IpAddr, u16),
+        server: (IpAddr, u16),
+        role: RoleSource,
+        at: At,
+    ) -> Connection {
+        Connection {
+            id,
+            client: Endpoint::new(client.0, client.1, at.ts_ns),
+            server: Endpoint::new(server.0, server.1, at.ts_ns),
+            role,
+            first: at,
+            last: at,
+            handshake: Handshake::default(),
+            prev: None,
+            end_reason: EndReason::CaptureEnd,
+            closed_at: None,
+        }
+    }
+
+    pub fn endpoint(&self, side: Side) -> &Endpoint {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
+        }
+    }
+
+    pub fn duration_ns(&self) -> i64 {
+        (self.last.ts_ns - self.first.ts_ns).max(0)
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.client.packets + self.server.packets
+    }
+
+    pub fn close(&self) -> Close {
+        let (c, s) = (&self.client, &self.server);
+        let before = |a: Option<At>, b: Option<At>| match (a, b) {
+            (Some(a), Some(b)) => a.frame < b.frame,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let rst_first = match (c.rst, s.rst) {
+            (Some(a), Some(b)) => Some(if a.frame < b.frame { Side::Client } else { Side::Server }),
+            (Some(_), None) => Some(Side::Client),
+            (None, Some(_)) => Some(Side::Server),
+            (None, None) => None,
+        };
+        let fin_first = if before(c.fin, s.fin) { Side::Client } else { Side::Server };
+        match (c.fin, s.fin, rst_first) {
+            // FIN both ways before any reset: a clean close.
+            (Some(cf), Some(sf), rst) => {
+                let last_fin = cf.frame.max(sf.frame);
+                let rst_at = [c.rst, s.rst].into_iter().flatten().map(|a| a.frame).min();
+                match (rst, rst_at) {
+                    (Some(by), Some(r)) if r < last_fin => Close::Rst { by },
+                    _ => Close::Fin { first: fin_first },
+                }
+            }
+            (_, _, Some(by)) => Close::Rst { by },
+            (Some(_), None, None) => Close::HalfClosed { by: Side::Client },
+            (None, Some(_), None) => Close::HalfClosed { by: Side::Server },
+            (None, None, None) => Close::Open,
+        }
+    }
+
+    pub fn vantage(&self) -> Vantage {
+        if self.client.addr.is_loopback() && self.server.addr.is_loopback() {
+            return Vantage::Local;
+        }
+        let (Some(a), Some(b)) = (self.handshake.syn_to_syn_ack_ns(), self.handshake.syn_ack_to_ack_ns())
+        else {
+            return Vantage::Unknown;
+        };
+        let total = a + b;
+        if total <= 0 {
+            return Vantage::Unknown;
+        }
+        // The side of the path that holds at least three quarters of the round trip is "far".
+        if a * 4 >= total * 3 {
+            Vantage::NearClient
+        } else if b * 4 >= total * 3 {
+            Vantage::NearServer
+        } else {
+            Vantage::Middle
+        }
+    }
+
+    /// Full-path round-trip samples: the handshake, plus the data->ACK samples of the side
+    /// whose data crosses the far part of the path from the capture point, with the near part
+    /// (from the handshake split) added. Returns (min, median, max, samples) in ns.
+    pub fn rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
+        let hs = self.handshake.rtt_ns();
+        let (far, near_ns) = match self.vantage() {
+            Vantage::NearClient | Vantage::Local => {
+                (&self.client.ack_rtt, self.handshake.syn_ack_to_ack_ns().unwrap_or(0))
+            }
+            Vantage::NearServer => {
+                (&self.server.ack_rtt, self.handshake.syn_to_syn_ack_ns().unwrap_or(0))
+            }
+            Vantage::Middle | Vantage::Unknown => {
+                return hs.map(|h| (h, h, h, 1));
+            }
+        };
+        let mut min = hs;
+        let mut max = hs;
+        let mut count = u32::from(hs.is_some());
+        if far.count > 0 {
+            let fmin = far.min_ns + near_ns;
+            let fmax = far.max_ns + near_ns;
+            min = Some(min.map_or(fmin, |m| m.min(fmin)));
+            max = Some(max.map_or(fmax, |m| m.max(fmax)));
+            count += far.count;
+        }
+        let median = match far.median_ns() {
+            Some(m) => Some(m + near_ns),
+            None => hs,
+        };
+        Some((min?, median?, max?, count))
+    }
+
+    /// Both sides sent the window scale option in their SYNs (RFC 7323 section 2.2).
+    pub fn window_scaling(&self) -> bool {
+        self.client.window_scale.is_some() && self.server.window_scale.is_some()
+    }
+}

@@ -1,0 +1,364 @@
+//! One side of a connection (a half-connection in gopacket's words).
+
+use std::net::IpAddr;
+use tcpwhy_wire::{Seq, TcpSegment};
+
+/// A frame number and its capture time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub frame: u64,
+    pub ts_ns: i64,
+}
+
+/// Round-trip samples with bounded memory: count, min, max, sum, and a uniform reservoir of up
+/// to [`RttStats::RESERVOIR`] samples for the median (exact up to that many samples).
+#[derive(Clone, Debug, Default)]
+pub struct RttStats {
+    pub count: u32,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub sum_ns: i64,
+    reservoir: [i64; RttStats::RESERVOIR],
+}
+
+impl RttStats {
+    pub const RESERVOIR: usize = 16;
+
+    pub fn add(&mut self, ns: i64) {
+        if ns < 0 {
+            return;
+        }
+        if self.count == 0 {
+            self.min_ns = ns;
+            self.max_ns = ns;
+        } else {
+            self.min_ns = self.min_ns.min(ns);
+            self.max_ns = self.max_ns.max(ns);
+        }
+        let n = self.count as usize;
+        if n < Self::RESERVOIR {
+            self.reservoir[n] = ns;
+        } else {
+            // Algorithm R with a deterministic hash of the sample index (same input, same output).
+            let j = (splitmix(n as u64) % (n as u64 + 1)) as usize;
+            if j < Self::RESERVOIR {
+                self.reservoir[j] = ns;
+            }
+        }
+        self.count = self.count.saturating_add(1);
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    /// Median of the reservoir (the lower middle for an even count).
+    pub fn median_ns(&self) -> Option<i64> {
+        let n = (self.count as usize).min(Self::RESERVOIR);
+        if n == 0 {
+            return None;
+        }
+        let mut v = self.reservoir;
+        let v = &mut v[..n];
+        v.sort_unstable();
+        Some(v[(n - 1) / 2])
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Sequence ranges above a jump in the sender's sequence numbers that the capture has not seen
+/// (yet): filled later, they are reordering; acknowledged but never seen, capture loss.
+const MAX_HOLES: usize = 4;
+
+/// Everything tcpwhy knows about one side of a connection.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub addr: IpAddr,
+    pub port: u16,
+    /// Initial sequence number from this side's SYN.
+    pub isn: Option<Seq>,
+    /// First and last SYN this side sent.
+    pub first_syn: Option<At>,
+    pub last_syn: Option<At>,
+    pub syn_retransmits: u32,
+    /// The sequence number after the highest byte (or SYN/FIN) this side sent.
+    pub next_seq: Option<Seq>,
+    /// Highest acknowledgment this side sent.
+    pub max_ack: Option<Seq>,
+    pub packets: u64,
+    /// Sum of frame lengths on the wire (what tshark's conversation table counts).
+    pub frame_bytes: u64,
+    /// Payload bytes sent, counting retransmissions.
+    pub payload_bytes: u64,
+    /// Payload bytes sent for the first time.
+    pub unique_bytes: u64,
+    /// Payload bytes sent again.
+    pub retrans_bytes: u64,
+    pub retrans_segments: u32,
+    pub data_segments: u64,
+    /// Segments that filled a sequence hole (arrived out of order at the capture point).
+    pub out_of_order: u32,
+    /// Keep-alive probes (one old byte or none at next_seq - 1), not counted as retransmissions.
+    pub keepalives: u32,
+    /// Bytes this side's peer acknowledged that the capture never saw this side send.
+    pub unseen_acked_bytes: u64,
+    pub mss: Option<u16>,
+    /// Window scale from the SYN (RFC 7323 section 2.2).
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub sack_blocks: u32,
+    pub timestamps: bool,
+    /// Last advertised window, raw and scaled (scaled only when the handshake was seen).
+    pub window_raw: u16,
+    pub window_scaled: Option<u64>,
+    pub zero_windows: u32,
+    pub fin: Option<At>,
+    pub rst: Option<At>,
+    pub first_ts: i64,
+    pub last_ts: i64,
+    /// Time for this side's data to be acknowledged by the peer, as seen from the capture point.
+    pub ack_rtt: RttStats,
+    /// The segment being timed for `ack_rtt` (Karn: only never-retransmitted data).
+    timed: Option<(Seq, i64)>,
+    /// A TSval this side sent and when it was first seen, waiting for the peer's echo.
+    ts_pending: Option<(u32, i64)>,
+    holes: [(Seq, Seq); MAX_HOLES],
+    hole_count: u8,
+}
+
+impl Endpoint {
+    pub(crate) fn new(addr: IpAddr, port: u16, ts_ns: i64) -> Endpoint {
+        Endpoint {
+            addr,
+            port,
+            isn: None,
+            first_syn: None,
+            last_syn: None,
+            syn_retransmits: 0,
+            next_seq: None,
+            max_ack: None,
+            packets: 0,
+            frame_bytes: 0,
+            payload_bytes: 0,
+            unique_bytes: 0,
+            retrans_bytes: 0,
+            retrans_segments: 0,
+            data_segments: 0,
+            out_of_order: 0,
+            keepalives: 0,
+            unseen_acked_bytes: 0,
+            mss: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_blocks: 0,
+            timestamps: false,
+            window_raw: 0,
+            window_scaled: None,
+            zero_windows: 0,
+            fin: None,
+            rst: None,
+            first_ts: ts_ns,
+            last_ts: ts_ns,
+            ack_rtt: RttStats::default(),
+            timed: None,
+            ts_pending: None,
+            holes: [(Seq(0), Seq(0)); MAX_HOLES],
+            hole_count: 0,
+        }
+    }
+
+    /// Account a segment this side sent. Returns true when it carried new sequence space.
+    pub(crate) fn on_send(&mut self, seg: &TcpSegment, at: At, frame_len: u32) -> bool {
+        self.packets += 1;
+        self.frame_bytes += u64::from(frame_len);
+        self.last_ts = at.ts_ns;
+        let o = &seg.options;
+        if o.timestamp.is_some() {
+            self.timestamps = true;
+        }
+        self.sack_blocks += u32::from(o.sack_count);
+        let syn = seg.flags.syn();
+        if syn {
+            match self.isn {
+                Some(isn) if isn == seg.seq => self.syn_retransmits += 1,
+                _ => {
+                    // A new ISN defines the sequence space: forget numbers seen before it
+                    // (a stale ACK from earlier state on the tuple).
+                    self.next_seq = None;
+                    self.hole_count = 0;
+                    self.isn = Some(seg.seq);
+                    self.first_syn = Some(at);
+                    self.mss = o.mss;
+                    self.window_scale = o.window_scale;
+                    self.sack_permitted = o.sack_permitted;
+                }
+            }
+            self.last_syn = Some(at);
+        }
+        if seg.flags.fin() && self.fin.is_none() {
+            self.fin = Some(at);
+        }
+        if seg.flags.rst() {
+            if self.rst.is_none() {
+                self.rst = Some(at);
+            }
+            // An RST's sequence number says nothing about data sent.
+            return false;
+        }
+        if seg.window == 0 && !syn {
+            self.zero_windows += 1;
+        }
+        self.window_raw = seg.window;
+
+        let len = seg.payload_len;
+        let span = len + u32::from(syn) + u32::from(seg.flags.fin());
+        let start = seg.seq;
+        let end = start.add(span);
+        let Some(next) = self.next_seq else {
+            // First segment seen from this side: everything in it is new.
+            self.next_seq = Some(end);
+            self.count_new_data(len, 0, at, end);
+            return span > 0;
+        };
+        if end > next {
+            if start > next {
+                self.add_hole(next, start);
+            }
+            let fresh = end.diff(start.max(next)) as u32;
+            let fresh_payload = fresh.min(len);
+            self.next_seq = Some(end);
+            self.count_new_data(fresh_payload, len - fresh_payload, at, end);
+            true
+        } else {
+            if len > 0 {
+                if self.fill_hole(start, start.add(len)) {
+                    self.out_of_order += 1;
+                    self.unique_bytes += u64::from(len);
+                    self.payload_bytes += u64::from(len);
+                    self.data_segments += 1;
+                } else if len <= 1 && start == next.sub(1) {
+                    self.keepalives += 1;
+                } else {
+                    self.count_retransmission(len);
+                }
+            } else if len == 0 && !syn && start == next.sub(1) && !seg.flags.fin() {
+                self.keepalives += 1;
+            }
+            false
+        }
+    }
+
+    fn count_new_data(&mut self, fresh: u32, old: u32, at: At, end: Seq) {
+        if fresh + old == 0 {
+            return;
+        }
+        self.data_segments += 1;
+        self.payload_bytes += u64::from(fresh + old);
+        self.unique_bytes += u64::from(fresh);
+        if old > 0 {
+            self.count_retransmission_bytes(old);
+        }
+        if self.timed.is_none() && old == 0 {
+            self.timed = Some((end, at.ts_ns));
+        }
+    }
+
+    fn count_retransmission(&mut self, len: u32) {
+        self.data_segments += 1;
+        self.payload_bytes += u64::from(len);
+        self.count_retransmission_bytes(len);
+    }
+
+    fn count_retransmission_bytes(&mut self, len: u32) {
+        self.retrans_bytes += u64::from(len);
+        self.retrans_segments += 1;
+        // Karn's rule: an RTT sample spanning a retransmission is ambiguous.
+        self.timed = None;
+        self.ts_pending = None;
+    }
+
+    fn add_hole(&mut self, from: Seq, to: Seq) {
+        let n = usize::from(self.hole_count);
+        if n < MAX_HOLES {
+            self.holes[n] = (from, to);
+            self.hole_count += 1;
+        } else {
+            // Forget the oldest hole.
+            self.holes.rotate_left(1);
+            self.holes[MAX_HOLES - 1] = (from, to);
+        }
+    }
+
+    /// If `[from, to)` lies inside a hole, shrink the hole and return true.
+    fn fill_hole(&mut self, from: Seq, to: Seq) -> bool {
+        let n = usize::from(self.hole_count);
+        for i in 0..n {
+            let (a, b) = self.holes[i];
+            if from >= a && to <= b {
+                if from == a {
+                    self.holes[i].0 = to;
+                } else if to == b {
+                    self.holes[i].1 = from;
+                } else {
+                    // Filling the middle: keep the left part (the hole list is best effort).
+                    self.holes[i].1 = from;
+                }
+                if self.holes[i].0 >= self.holes[i].1 {
+                    self.remove_hole(i);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn remove_hole(&mut self, i: usize) {
+        let n = usize::from(self.hole_count);
+        self.holes.copy_within(i + 1..n, i);
+        self.hole_count -= 1;
+    }
+
+    /// The peer acknowledged up to `ack` (echoing `tsecr` if it uses timestamps): close holes
+    /// it covers (the capture missed those bytes) and take one RTT sample when the ACK advances
+    /// over data being timed. A timestamp echo of the pending TSval gives an unambiguous sample
+    /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn).
+    pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, ts_ns: i64) {
+        let mut i = 0;
+        while i < usize::from(self.hole_count) {
+            let (a, b) = self.holes[i];
+            if ack >= b {
+                self.unseen_acked_bytes += u64::from(b.diff(a).max(0) as u32);
+                self.remove_hole(i);
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(next) = self.next_seq {
+            if ack > next {
+                // Acknowledges bytes never seen at all: the capture missed the end of a flight.
+                self.unseen_acked_bytes += u64::from(ack.diff(next) as u32);
+                self.next_seq = Some(ack);
+            }
+        }
+        let Some((end, t0)) = self.timed else { return };
+        if ack < end {
+            return;
+        }
+        self.timed = None;
+        match (tsecr, self.ts_pending.take()) {
+            (Some(echo), Some((v, t_v))) if echo == v => self.ack_rtt.add(ts_ns - t_v),
+            (Some(_), Some(_)) => {}
+            _ => self.ack_rtt.add(ts_ns - t0),
+        }
+    }
+
+    /// Remember the TSval of the timed data segment, for `on_acked`.
+    pub(crate) fn on_tsval(&mut self, tsval: u32, ts_ns: i64) {
+        if self.timed.is_some() && self.ts_pending.is_none() {
+            self.ts_pending = Some((tsval, ts_ns));
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! The connection table: 4-tuple -> current connection, with generations, expiry by capture
+//! time, and a hard cap.
+//!
+//! Memory is bounded by open connections: finished connections are handed to the [`Sink`] and
+//! dropped; what a later SYN on the same 4-tuple needs to know about them is kept as a small
+//! [`Predecessor`] for [`Config::history_ns`]. Every timer runs on capture time, so the same
+//! input always gives the same output.
+
+use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
+use crate::endpoint::At;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use tcpwhy_wire::TcpSegment;
+
+/// Receives every connection once, when the tracker is done with it.
+pub trait Sink {
+    fn connection(&mut self, c: &Connection);
+}
+
+impl<F: FnMut(&Connection)> Sink for F {
+    fn connection(&mut self, c: &Connection) {
+        self(c)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A connection with no packet for this long is finished (Zeek's tcp_inactivity_timeout).
+    pub idle_timeout_ns: i64,
+    /// A closed connection is kept this long for late packets (retransmitted FINs, last ACKs).
+    pub closed_linger_ns: i64,
+    /// How long the facts about a finished connection are kept for the next SYN on its 4-tuple:
+    /// 300 s covers TIME-WAIT (60 s) and a full Linux ISN wrap (274.9 s).
+    pub history_ns: i64,
+    /// At most this many connections are tracked at once; beyond it, the least recently active
+    /// are finished early (`EndReason::Evicted`).
+    pub max_connections: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            idle_timeout_ns: 300 * SEC,
+            closed_linger_ns: 10 * SEC,
+            history_ns: 300 * SEC,
+            max_connections: 1_000_000,
+        }
+    }
+}
+
+const SEC: i64 = 1_000_000_000;
+
+/// A 4-tuple with its two ends in a canonical order, so both directions find the same entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    lo: (IpAddr, u16),
+    hi: (IpAddr, u16),
+}
+
+impl FlowKey {
+    fn of(seg: &TcpSegment) -> FlowKey {
+        let a = (seg.src, seg.src_port);
+        let b = (seg.dst, seg.dst_port);
+        if a <= b {
+            FlowKey { lo: a, hi: b }
+        } else {
+            FlowKey { lo: b, hi: a }
+        }
+    }
+}
+
+/// An entry in a deadline queue; stale when the slot now holds another connection.
+#[derive(Clone, Copy, Debug)]
+struct Timer {
+    deadline: i64,
+    slot: u32,
+    id: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct History {
+    prev: Predecessor,
+    client: (IpAddr, u16),
+}
+
+/// Counters the summary reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrackerStats {
+    pub connections: u64,
+    pub evicted: u64,
+    pub peak_open: u64,
+}
+
+pub struct Tracker {
+    cfg: Config,
+    map: FxHashMap<FlowKey, u32>,
+    slots: Vec<Option<Connection>>,
+    free: Vec<u32>,
+    open: usize,
+    idle_q: VecDeque<Timer>,
+    close_q: VecDeque<Timer>,
+    history: FxHashMap<FlowKey, History>,
+    history_q: VecDeque<(i64, FlowKey, u64)>,
+    next_id: u64,
+    /// The latest capture time seen (timestamps may step backwards; timers do not).
+    now: i64,
+    stats: TrackerStats,
+}
+
+/// Ports at or above this are taken as ephemeral (IANA dynamic range starts at 49152; Linux's
+/// default ip_local_port_range starts at 32768).
+const EPHEMERAL_MIN: u16 = 32768;
+/// How many queue entries eviction may re-queue before it takes the oldest anyway.
+const EVICT_SCAN: usize = 16;
+
+fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
+    // Returns (sender is client, how we know).
+    if seg.flags.syn() {
+        return if seg.flags.ack() { (false, RoleSource::SynAck) } else { (true, RoleSource::Syn) };
+    }
+    let (s, d) = (seg.src_port, seg.dst_port);
+    let eph = |p: u16| p >= EPHEMERAL_MIN;
+    if eph(s) != eph(d) {
+        return (eph(s), RoleSource::Port);
+    }
+    if (s < 1024) != (d < 1024) {
+        return (d < 1024, RoleSource::Port);
+    }
+    (true, RoleSource::FirstPacket)
+}
+
+impl Tracker {
+    pub fn new(cfg: Config) -> Tracker {
+        Tracker {
+            cfg,
+            map: FxHashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            idle_q: VecDeque::new(),
+            close_q: VecDeque::new(),
+            history: FxHashMap::default(),
+            history_q: VecDeque::new(),
+            next_id: 1,
+            now: i64::MIN,
+            stats: TrackerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &TrackerStats {
+        &self.stats
+    }
+
+    /// Connections currently tracked.
+    pub fn open_connections(&self) -> usize {
+        self.open
+    }
+
+    /// Feed one TCP segment.
+    pub fn segment(&mut self, seg: &TcpSegment, at: At, frame_len: u32, sink: &mut dyn Sink) {
+        if at.ts_ns > self.now {
+            self.now = at.ts_ns;
+            self.expire(sink);
+        }
+        let key = FlowKey::of(seg);
+        let slot = match self.map.get(&key).copied() {
+            Some(slot) => {
+                if self.starts_new_generation(slot, seg) {
+                    let prev = self.predecessor(slot);
+                    self.finish(slot, EndReason::Superseded, sink);
+                    self.create(key, seg, at, prev, sink)
+                } else {
+                    slot
+                }
+            }
+            None => {
+                let prev = self.history.remove(&key).map(|h| (h.prev, h.client));
+                self.create(key, seg, at, prev, sink)
+            }
+        };
+        self.update(slot, seg, at, frame_len);
+    }
+
+    /// A SYN (no ACK) that cannot belong to the connection now on the tuple.
+    fn starts_new_generation(&self, slot: u32, seg: &TcpSegment) -> bool {
+        if !seg.flags.syn() || seg.flags.ack() {
+            return false;
+        }
+        let Some(c) = self.slots[slot as usize].as_ref() else { return false };
+        let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
+        if from_client {
+            // The same ISN again is a retransmitted SYN (also after an RST in SYN_SENT).
+            return c.client.isn != Some(seg.seq);
+        }
+        // A SYN from the server side: simultaneous open while only the client's SYN was seen,
+        // otherwise the roles turned round on this tuple.
+        let only_syn = c.server.packets == 0 && c.client.isn.is_some();
+        !only_syn
+    }
+
+    fn predecessor(&self, slot: u32) -> Option<(Predecessor, (IpAddr, u16))> {
+        self.slots[slot as usize].as_ref().map(history_of)
+    }
+
+    fn create(
+        &mut self,
+        key: FlowKey,
+        seg: &TcpSegment,
+        at: At,
+        prev: Option<(Predecessor, (IpAddr, u16))>,
+        sink: &mut dyn Sink,
+    ) -> u32 {
+        if self.open >= self.cfg.max_connections.max(1) {
+            self.evict_one(sink);
+        }
+        let (sender_is_client, role) = guess_roles(seg);
+        let (src, dst) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
+        let (client, server) = if sender_is_client { (src, dst) } else { (dst, src) };
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut conn = Connection::new(id, client, server, role, at);
+        if let Some((mut p, old_client)) = prev {
+            p.same_client = old_client == client;
+            conn.prev = Some(p);
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(conn);
+                s
+            }
+            None => {
+                self.slots.push(Some(conn));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.map.insert(key, slot);
+        self.open += 1;
+        self.stats.connections += 1;
+        self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
+        self.idle_q.push_back(Timer { deadline: at.ts_ns + self.cfg.idle_timeout_ns, slot, id });
+        slot
+    }
+
+    fn update(&mut self, slot: u32, seg: &TcpSegment, at: At, frame_len: u32) {
+        let Some(c) = self.slots[slot as usize].as_mut() else { return };
+        c.last = at;
+        let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
+        let side = if from_client { Side::Client } else { Side::Server };
+        let flags = seg.flags;
+
+        // The handshake at the capture point.
+        if flags.syn() && !flags.ack() && side == Side::Client && c.handshake.syn_ack.is_none() {
+            c.handshake.syn = Some(at);
+        }
+        if flags.syn() && flags.ack() && side == Side::Server && c.handshake.syn_ack.is_none() {
+            if c.client.isn.is_some_and(|isn| seg.ack == isn.add(1)) {
+                c.handshake.syn_ack = Some(at);
+            }
+        }
+        if side == Side::Client && !flags.syn() && flags.ack() && c.handshake.ack.is_none() {
+            if let (Some(_), Some(isn)) = (c.handshake.syn_ack, c.server.isn) {
+                if seg.ack == isn.add(1) {
+                    c.handshake.ack = Some(at);
+                }
+            }
+        }
+
+        // Before the SYN-ACK, an ACK from the server side that does not acknowledge the SYN
+        // belongs to earlier state on the tuple: note it, and keep its numbers out of this
+        // connection's sequence space.
+        let in_syn_sent = c.client.isn.is_some() && c.handshake.syn_ack.is_none();
+        let mut ack_valid = flags.ack() && !flags.rst();
+        if in_syn_sent && side == Side::Server && flags.ack() && !flags.syn() {
+            if c.client.isn.is_some_and(|isn| seg.ack != isn.add(1)) {
+                c.handshake.invalid_acks += 1;
+                c.handshake.first_invalid_ack.get_or_insert(at);
+                ack_valid = false;
+            }
+        }
+        if in_syn_sent && side == Side::Client && flags.rst() {
+            c.handshake.client_rsts += 1;
+        }
+
+        let (me, peer) = match side {
+            Side::Client => (&mut c.client, &mut c.server),
+            Side::Server => (&mut c.server, &mut c.client),
+        };
+        let had_new = me.on_send(seg, at, frame_len);
+        if let Some((tsval, _)) = seg.options.timestamp {
+            if had_new {
+                me.on_tsval(tsval, at.ts_ns);
+            }
+        }
+        if ack_valid {
+            if me.max_ack.is_none_or(|m| seg.ack > m) {
+                me.max_ack = Some(seg.ack);
+                let tsecr = seg.options.timestamp.map(|t| t.1);
+                peer.on_acked(seg.ack, tsecr, at.ts_ns);
+            }
+        }
+        // Window scaling applies only when both SYNs carried the option, never to SYNs.
+        if !flags.syn() && !flags.rst() {
+            me.window_scaled = match (me.window_scale, peer.window_scale) {
+                (Some(s), Some(_)) => Some(u64::from(seg.window) << s.min(14)),
+                _ if me.isn.is_some() && peer.isn.is_some() => Some(u64::from(seg.window)),
+                _ => None,
+            };
+        }
+
+        // Closing: RST, or FIN both ways. Packets after that keep it open a little longer.
+        let closed = c.client.rst.is_some()
+            || c.server.rst.is_some()
+            || (c.client.fin.is_some() && c.server.fin.is_some());
+        if closed && c.closed_at.is_none() {
+            c.closed_at = Some(at.ts_ns);
+            self.close_q.push_back(Timer {
+                deadline: at.ts_ns + self.cfg.closed_linger_ns,
+                slot,
+                id: c.id,
+            });
+        } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
+            // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
+            c.closed_at = None;
+            c.client.rst = None;
+            c.server.rst = None;
+        }
+    }
+
+    fn live(&self, t: &Timer) -> Option<&Connection> {
+        self.slots.get(t.slot as usize)?.as_ref().filter(|c| c.id == t.id)
+    }
+
+    /// Finish connections whose timers ran out at `self.now`.
+    fn expire(&mut self, sink: &mut dyn Sink) {
+        let now = self.now;
+        while let Some(t) = self.close_q.front().copied() {
+            if t.deadline > now {
+                break;
+            }
+            self.close_q.pop_front();
+            // Still closed (a SYN may have revived it), and quiet for the linger time?
+            let Some(c) = self.live(&t).filter(|c| c.closed_at.is_some()) else { continue };
+            let deadline = c.last.ts_ns + self.cfg.closed_linger_ns;
+            if deadline <= now {
+                self.finish(t.slot, EndReason::Closed, sink);
+            } else {
+                self.close_q.push_back(Timer { deadline, ..t });
+            }
+        }
+        while let Some(t) = self.idle_q.front().copied() {
+            if t.deadline > now {
+                break;
+            }
+            self.idle_q.pop_front();
+            let Some(c) = self.live(&t) else { continue };
+            let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
+            if deadline <= now {
+                self.finish(t.slot, EndReason::IdleTimeout, sink);
+            } else {
+                self.idle_q.push_back(Timer { deadline, ..t });
+            }
+        }
+        while let Some(&(deadline, key, id)) = self.history_q.front() {
+            if deadline > now {
+                break;
+            }
+            self.history_q.pop_front();
+            if self.history.get(&key).is_some_and(|h| h.prev.id == id) {
+                self.history.remove(&key);
+            }
+        }
+    }
+
+    /// Make room: finish the least recently active connection (approximately: the oldest idle
+    /// timer whose connection has not been active since it was queued).
+    fn evict_one(&mut self, sink: &mut dyn Sink) {
+        let mut scanned = 0;
+        while let Some(t) = self.idle_q.pop_front() {
+            let Some(c) = self.live(&t) else { continue };
+            let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
+            if deadline > t.deadline && scanned < EVICT_SCAN {
+                scanned += 1;
+                self.idle_q.push_back(Timer { deadline, ..t });
+                continue;
+            }
+            self.stats.evicted += 1;
+            self.finish(t.slot, EndReason::Evicted, sink);
+            return;
+        }
+    }
+
+    fn finish(&mut self, slot: u32, reason: EndReason, sink: &mut dyn Sink) {
+        let Some(mut c) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        c.end_reason = reason;
+        self.free.push(slot);
+        self.open -= 1;
+        let key = FlowKey::of_conn(&c);
+        if self.map.get(&key) == Some(&slot) {
+            self.map.remove(&key);
+        }
+        if reason != EndReason::Superseded {
+            let (prev, client) = history_of(&c);
+            self.history.insert(key, History { prev, client });
+            self.history_q.push_back((c.last.ts_ns + self.cfg.history_ns, key, c.id));
+        }
+        sink.connection(&c);
+    }
+
+    /// The capture ended: finish every connection still tracked, in the order they started.
+    pub fn finish_all(&mut self, sink: &mut dyn Sink) {
+        let mut live: Vec<(u64, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (c.id, i as u32)))
+            .collect();
+        live.sort_unstable();
+        for (_, slot) in live {
+            let reason = match self.slots[slot as usize].as_ref().and_then(|c| c.closed_at) {
+                Some(_) => EndReason::Closed,
+                None => EndReason::CaptureEnd,
+            };
+            self.finish(slot, reason, sink);
+        }
+    }
+}
+
+/// What the next connection on the tuple needs to know about `c`, and who its client was.
+fn history_of(c: &Connection) -> (Predecessor, (IpAddr, u16)) {
+    let p = Predecessor {
+        id: c.id,
+        close: c.close(),
+        last_ts: c.last.ts_ns,
+        same_client: true,
+        client_next_seq: c.client.next_seq,
+        server_next_seq: c.server.next_seq,
+        client_isn: c.client.isn,
+        client_first_ts: c.first.ts_ns,
+        timestamps: c.client.timestamps && c.server.timestamps,
+    };
+    (p, (c.client.addr, c.client.port))
+}
+
+impl FlowKey {
+    fn of_conn(c: &Connection) -> FlowKey {
+        let a = (c.client.addr, c.client.port);
+        let b = (c.server.addr, c.server.port);
+        if a <= b {
+            FlowKey { lo: a, hi: b }
+        } else {
+            FlowKey { lo: b, hi: a }
+        }
+    }
+}

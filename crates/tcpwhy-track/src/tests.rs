@@ -1,0 +1,316 @@
+//! Tracker tests written as transcripts: each line is one segment at the capture point.
+
+use super::*;
+use std::net::{IpAddr, Ipv4Addr};
+use tcpwhy_wire::{Seq, TcpFlags, TcpOptions, TcpSegment};
+
+const C: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40000);
+const S: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80);
+const MS: i64 = 1_000_000;
+const SYN: u8 = TcpFlags::SYN;
+const ACK: u8 = TcpFlags::ACK;
+const FIN: u8 = TcpFlags::FIN;
+const RST: u8 = TcpFlags::RST;
+const PSH: u8 = TcpFlags::PSH;
+
+struct Run {
+    t: Tracker,
+    done: Vec<Connection>,
+    frame: u64,
+}
+
+impl Run {
+    fn new() -> Run {
+        Run::with(Config::default())
+    }
+    fn with(cfg: Config) -> Run {
+        Run { t: Tracker::new(cfg), done: Vec::new(), frame: 0 }
+    }
+    /// One segment from `from` at `ms` milliseconds.
+    fn seg(&mut self, ms: i64, from: (IpAddr, u16), flags: u8, seq: u32, ack: u32, len: u32) {
+        self.seg_opts(ms, from, flags, seq, ack, len, TcpOptions::default());
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn seg_opts(
+        &mut self,
+        ms: i64,
+        from: (IpAddr, u16),
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        len: u32,
+        options: TcpOptions,
+    ) {
+        let to = if from == C { S } else { C };
+        let s = TcpSegment {
+            src: from.0,
+            dst: to.0,
+            src_port: from.1,
+            dst_port: to.1,
+            seq: Seq(seq),
+            ack: Seq(ack),
+            flags: TcpFlags(flags),
+            window: 1000,
+            payload_len: len,
+            options,
+            ip_id: 0,
+            first_fragment: false,
+        };
+        self.frame += 1;
+        let done = &mut self.done;
+        let mut sink = |c: &Connection| done.push(c.clone());
+        self.t.segment(&s, At { frame: self.frame, ts_ns: ms * MS }, 54 + len, &mut sink);
+    }
+    fn finish(mut self) -> Vec<Connection> {
+        let done = &mut self.done;
+        let mut sink = |c: &Connection| done.push(c.clone());
+        self.t.finish_all(&mut sink);
+        self.done
+    }
+    /// The three-way handshake with the capture near the client: the SYN-ACK comes one RTT
+    /// (`rtt` ms) after the SYN, the ACK right after.
+    fn handshake(&mut self, ms: i64, rtt: i64, cisn: u32, sisn: u32) {
+        self.seg(ms, C, SYN, cisn, 0, 0);
+        self.seg(ms + rtt, S, SYN | ACK, sisn, cisn.wrapping_add(1), 0);
+        self.seg(ms + rtt, C, ACK, cisn.wrapping_add(1), sisn.wrapping_add(1), 0);
+    }
+}
+
+#[test]
+fn request_response_with_clean_close() {
+    let mut r = Run::new();
+    r.handshake(0, 20, 1000, 5000);
+    r.seg(21, C, ACK | PSH, 1001, 5001, 100); // request
+    r.seg(41, S, ACK, 5001, 1101, 0); // ACK after one RTT: an RTT sample
+    r.seg(60, S, ACK | PSH, 5001, 1101, 3000); // response
+    r.seg(60, C, ACK, 1101, 8001, 0);
+    r.seg(70, C, FIN | ACK, 1101, 8001, 0); // the client closes first
+    r.seg(90, S, FIN | ACK, 8001, 1102, 0);
+    r.seg(90, C, ACK, 1102, 8002, 0);
+    let done = r.finish();
+    assert_eq!(done.len(), 1);
+    let c = &done[0];
+    assert_eq!((c.client.addr, c.client.port), C);
+    assert_eq!(c.role, RoleSource::Syn);
+    // Client: SYN, ACK, request, ACK, FIN, last ACK; server: SYN-ACK, ACK, response, FIN.
+    assert_eq!((c.client.packets, c.server.packets), (6, 4));
+    assert_eq!((c.client.unique_bytes, c.server.unique_bytes), (100, 3000));
+    assert_eq!(c.client.retrans_bytes + c.server.retrans_bytes, 0);
+    assert_eq!(c.close(), Close::Fin { first: Side::Client });
+    assert_eq!(c.end_reason, EndReason::Closed);
+    assert_eq!(c.handshake.rtt_ns(), Some(20 * MS));
+    assert_eq!(c.vantage(), Vantage::NearClient);
+    assert_eq!(c.client.ack_rtt.count, 1);
+    assert_eq!(c.client.ack_rtt.min_ns, 20 * MS);
+    assert_eq!(c.rtt_summary(), Some((20 * MS, 20 * MS, 20 * MS, 2)));
+    assert_eq!((c.first.frame, c.last.frame), (1, 10));
+    assert_eq!(c.duration_ns(), 90 * MS);
+}
+
+#[test]
+fn retransmission_is_counted_and_not_timed() {
+    let mut r = Run::new();
+    r.handshake(0, 10, 1, 1);
+    r.seg(11, C, ACK, 2, 2, 1000);
+    r.seg(12, C, ACK, 1002, 2, 1000);
+    r.seg(300, C, ACK, 2, 2, 1000); // RTO: the first segment again
+    r.seg(310, S, ACK, 2, 2002, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.unique_bytes, 2000);
+    assert_eq!(c.client.retrans_bytes, 1000);
+    assert_eq!(c.client.retrans_segments, 1);
+    assert_eq!(c.client.payload_bytes, 3000);
+    // Karn's rule: the ACK after a retransmission gives no sample.
+    assert_eq!(c.client.ack_rtt.count, 0);
+}
+
+#[test]
+fn sequence_numbers_wrap() {
+    let mut r = Run::new();
+    let isn = 0xFFFF_F000u32;
+    r.handshake(0, 1, isn, 0xFFFF_FF00);
+    let mut seq = isn.wrapping_add(1);
+    for i in 0..10 {
+        r.seg(2 + i, C, ACK, seq, 0xFFFF_FF01, 1448);
+        seq = seq.wrapping_add(1448);
+    }
+    // Resend the segment that straddles 2^32.
+    r.seg(20, C, ACK, isn.wrapping_add(1 + 2 * 1448), 0xFFFF_FF01, 1448);
+    r.seg(21, S, ACK, 0xFFFF_FF01, seq, 0);
+    let c = &r.finish()[0];
+    assert!(seq < isn, "the test must cross the wrap");
+    assert_eq!(c.client.unique_bytes, 14480);
+    assert_eq!(c.client.retrans_bytes, 1448);
+    assert_eq!(c.client.next_seq, Some(Seq(seq)));
+    assert_eq!(c.server.max_ack, Some(Seq(seq)));
+}
+
+#[test]
+fn new_isn_after_close_starts_the_next_generation() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, ACK, 1001, 9001, 500);
+    r.seg(3, S, FIN | ACK, 9001, 1501, 0); // the server closes first: it holds TIME-WAIT
+    r.seg(4, C, FIN | ACK, 1501, 9002, 0);
+    r.seg(4, S, ACK, 9002, 1502, 0);
+    r.handshake(2000, 1, 700, 77); // new ISN below the old client's 1502
+    let done = r.finish();
+    assert_eq!(done.len(), 2);
+    let (old, new) = (&done[0], &done[1]);
+    assert_eq!(old.end_reason, EndReason::Superseded);
+    assert_eq!(old.close(), Close::Fin { first: Side::Server });
+    let p = new.prev.expect("predecessor recorded");
+    assert_eq!(p.id, old.id);
+    assert_eq!(p.close, Close::Fin { first: Side::Server });
+    assert!(p.same_client);
+    assert_eq!(p.client_next_seq, Some(Seq(1502)));
+    assert_eq!(p.last_ts, 4 * MS);
+    assert!(Seq(700) < p.client_next_seq.unwrap(), "the new ISN went below the old rcv_nxt");
+}
+
+#[test]
+fn stale_ack_rst_and_same_syn_stay_one_connection() {
+    // Seed 004's exchange: SYN, bare ACK with the old numbers, RST, the same SYN, SYN-ACK.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(3, S, FIN | ACK, 9001, 1001, 0);
+    r.seg(4, C, FIN | ACK, 1001, 9002, 0);
+    r.seg(4, S, ACK, 9002, 1002, 0);
+    r.seg(20_000, C, SYN, 700, 0, 0);
+    r.seg(20_000, S, ACK, 9002, 1002, 0); // TIME-WAIT answers with the old numbers
+    r.seg(20_000, C, RST, 1002, 0, 0); // RST with seq = that ack
+    r.seg(20_010, C, SYN, 700, 0, 0); // same ISN, 10 ms later
+    r.seg(20_011, S, SYN | ACK, 123, 701, 0);
+    r.seg(20_011, C, ACK, 701, 124, 0);
+    r.seg(20_012, C, ACK | PSH, 701, 124, 10);
+    let done = r.finish();
+    assert_eq!(done.len(), 2, "{done:#?}");
+    let c = &done[1];
+    assert_eq!(c.client.syn_retransmits, 1);
+    assert_eq!(c.handshake.syn.map(|a| a.ts_ns), Some(20_010 * MS));
+    assert_eq!(c.handshake.rtt_ns(), Some(MS));
+    assert_eq!(c.client.isn, Some(Seq(700)));
+    assert_eq!(c.close(), Close::Open, "the RST in SYN_SENT did not end the connection");
+    assert_eq!(c.end_reason, EndReason::CaptureEnd);
+    assert_eq!(c.client.unique_bytes, 10);
+    assert_eq!(c.prev.map(|p| p.close), Some(Close::Fin { first: Side::Server }));
+    assert_eq!(c.handshake.invalid_acks, 1);
+    assert_eq!(c.handshake.first_invalid_ack.map(|a| a.frame), Some(8));
+    assert_eq!(c.server.next_seq, Some(Seq(124)), "the SYN-ACK defines the server's sequence space");
+    assert_eq!(c.handshake.client_rsts, 1);
+}
+
+#[test]
+fn history_survives_expiry_of_the_earlier_connection() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, RST | ACK, 1001, 9001, 0);
+    // 30 s later (the closed connection lingered 10 s and was finished) a new SYN.
+    r.handshake(30_000, 1, 5, 6);
+    let done = r.finish();
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[0].end_reason, EndReason::Closed);
+    assert_eq!(done[0].close(), Close::Rst { by: Side::Client });
+    let p = done[1].prev.expect("from history");
+    assert_eq!((p.id, p.close), (done[0].id, Close::Rst { by: Side::Client }));
+}
+
+#[test]
+fn idle_connections_expire_by_capture_time() {
+    let cfg = Config { idle_timeout_ns: 60_000 * MS, ..Config::default() };
+    let mut r = Run::with(cfg);
+    r.handshake(0, 1, 1, 1);
+    // Another tuple's packet 61 s later moves capture time on.
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(61_000, other, SYN, 1, 0, 0);
+    assert_eq!(r.done.len(), 1);
+    assert_eq!(r.done[0].end_reason, EndReason::IdleTimeout);
+}
+
+#[test]
+fn midstream_roles_are_inferred_from_ports() {
+    let mut r = Run::new();
+    // First packet from the server (port 80) to the ephemeral port.
+    r.seg(0, S, ACK | PSH, 500, 100, 200);
+    r.seg(1, C, ACK, 100, 700, 0);
+    let c = &r.finish()[0];
+    assert_eq!((c.client.addr, c.client.port), C);
+    assert_eq!(c.role, RoleSource::Port);
+    assert!(c.role.inferred());
+    assert_eq!(c.server.unique_bytes, 200);
+    assert_eq!(c.vantage(), Vantage::Unknown);
+}
+
+#[test]
+fn eviction_keeps_the_table_under_the_cap() {
+    let cfg = Config { max_connections: 2, ..Config::default() };
+    let mut r = Run::with(cfg);
+    for i in 0..5u16 {
+        let c = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 41000 + i);
+        r.seg(i64::from(i), c, SYN, 1, 0, 0);
+    }
+    assert_eq!(r.t.open_connections(), 2);
+    assert_eq!(r.t.stats().evicted, 3);
+    let done = r.finish();
+    assert_eq!(done.len(), 5);
+    // The oldest went first.
+    assert_eq!(done[0].client.port, 41000);
+    assert_eq!(done[0].end_reason, EndReason::Evicted);
+}
+
+#[test]
+fn keepalives_are_not_retransmissions() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1, 1);
+    r.seg(2, C, ACK, 2, 2, 10);
+    r.seg(3, S, ACK, 2, 12, 0);
+    r.seg(60_000, C, ACK, 11, 2, 0); // keep-alive: seq = next - 1, no data
+    r.seg(60_001, C, ACK, 11, 2, 1); // keep-alive with one garbage byte
+    let c = &r.finish()[0];
+    assert_eq!(c.client.keepalives, 2);
+    assert_eq!(c.client.retrans_bytes, 0);
+}
+
+#[test]
+fn ack_for_unseen_data_is_capture_loss_and_reorder_is_not_retransmission() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1, 1);
+    r.seg(2, C, ACK, 2, 2, 100);
+    r.seg(3, C, ACK, 202, 2, 100); // 102..202 missing at the capture point
+    r.seg(4, C, ACK, 102, 2, 100); // arrives late: out of order, not a retransmission
+    r.seg(5, C, ACK, 402, 2, 100); // 302..402 never seen
+    r.seg(6, S, ACK, 2, 502, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.out_of_order, 1);
+    assert_eq!(c.client.retrans_bytes, 0);
+    assert_eq!(c.client.unique_bytes, 400);
+    assert_eq!(c.client.unseen_acked_bytes, 100);
+}
+
+#[test]
+fn timestamp_echo_gives_samples_across_retransmission() {
+    let ts = |v: u32, e: u32| TcpOptions { timestamp: Some((v, e)), ..TcpOptions::default() };
+    let mut r = Run::new();
+    r.handshake(0, 5, 1, 1);
+    r.seg_opts(10, C, ACK, 2, 2, 100, ts(1000, 1));
+    r.seg_opts(17, S, ACK, 2, 102, 0, ts(2000, 1000)); // echo of 1000, 7 ms later
+    let c = &r.finish()[0];
+    assert_eq!(c.client.ack_rtt.count, 1);
+    assert_eq!(c.client.ack_rtt.min_ns, 7 * MS);
+    assert!(c.client.timestamps && c.server.timestamps);
+}
+
+#[test]
+fn reservoir_median_is_exact_for_few_samples() {
+    let mut s = RttStats::default();
+    for v in [5, 1, 4, 2, 3] {
+        s.add(v);
+    }
+    assert_eq!(s.median_ns(), Some(3));
+    assert_eq!((s.min_ns, s.max_ns, s.count), (1, 5, 5));
+    for v in 0..10_000 {
+        s.add(1000 + v % 7);
+    }
+    let m = s.median_ns().unwrap();
+    assert!((1000..1007).contains(&m));
+}
