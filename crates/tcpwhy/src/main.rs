@@ -1,0 +1,73 @@
+//! `tcpwhy`: why was this TCP connection slow?
+//!
+//! A thin binary over the library crates: argument parsing here, the engine in `tcpwhy-track`,
+//! the printers in `output`. Exit codes: 0 success, 2 error (unreadable or corrupt input, bad
+//! arguments). A closed output pipe (`tcpwhy ... | head`) is not an error.
+#![forbid(unsafe_code)]
+
+mod analyze;
+mod output;
+mod time;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tcpwhy", version, about = "Why was this TCP connection slow?")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read captures (pcap/pcapng, optionally gzip or zstd) and report every TCP connection.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A summary for people: totals, then the slowest connections.
+    Text,
+    /// JSON Lines: one "connection" object per connection, then one "summary" (docs/json-schema.md).
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct AnalyzeArgs {
+    /// Capture files, read as one capture merged by timestamp; `-` reads standard input.
+    #[arg(required = true, value_name = "CAPTURE")]
+    pub files: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the report to FILE instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<String>,
+    /// Track at most N connections at once; the least recently active beyond it are finished
+    /// early and counted as evicted in the summary.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_connections: usize,
+    /// Finish a connection after this many seconds without a packet (capture time).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub idle_timeout: f64,
+    /// How many of the slowest connections the text report lists.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tcpwhy: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! JSON Lines output. The schema is documented in docs/json-schema.md; bump `SCHEMA_VERSION`
+//! and note it in CHANGELOG.md whenever a field changes meaning or disappears.
+
+use super::{endpoint, Printer, Report};
+use crate::time::{ms, rfc3339};
+use serde_json::{json, Map, Value};
+use std::io::{self, Write};
+use tcpwhy_track::{Close, Connection, Endpoint, RttStats, Vantage};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub struct JsonPrinter {
+    out: Box<dyn Write>,
+    err: Option<io::Error>,
+    vantage: [u64; 5],
+}
+
+impl JsonPrinter {
+    pub fn new(out: Box<dyn Write>) -> JsonPrinter {
+        JsonPrinter { out, err: None, vantage: [0; 5] }
+    }
+
+    fn line(&mut self, v: &Value) {
+        if self.err.is_some() {
+            return;
+        }
+        let r = serde_json::to_writer(&mut self.out, v)
+            .map_err(io::Error::from)
+            .and_then(|_| self.out.write_all(b"\n"));
+        if let Err(e) = r {
+            self.err = Some(e);
+        }
+    }
+}
+
+fn close_json(c: Close) -> Value {
+    json!({"kind": c.kind(), "by": c.by().map(|s| s.name())})
+}
+
+fn rtt_json(r: &RttStats) -> Value {
+    if r.count == 0 {
+        return Value::Null;
+    }
+    json!({
+        "min": ms(r.min_ns),
+        "median": r.median_ns().map(ms),
+        "max": ms(r.max_ns),
+        "samples": r.count,
+    })
+}
+
+fn endpoint_json(e: &Endpoint) -> Value {
+    json!({
+        "packets": e.packets,
+        "bytes": e.frame_bytes,
+        "payload_bytes": e.payload_bytes,
+        "unique_bytes": e.unique_bytes,
+        "retrans_bytes": e.retrans_bytes,
+        "retrans_segments": e.retrans_segments,
+        "out_of_order": e.out_of_order,
+        "keepalives": e.keepalives,
+        "unseen_acked_bytes": e.unseen_acked_bytes,
+        "isn": e.isn.map(|s| s.0),
+        "syn_retransmits": e.syn_retransmits,
+        "mss": e.mss,
+        "window_scale": e.window_scale,
+        "window": e.window_scaled,
+        "window_raw": e.window_raw,
+        "zero_windows": e.zero_windows,
+        "sack_permitted": e.sack_permitted,
+        "sack_blocks": e.sack_blocks,
+        "timestamps": e.timestamps,
+        "fin_frame": e.fin.map(|a| a.frame),
+        "rst_frame": e.rst.map(|a| a.frame),
+        "ack_rtt_ms": rtt_json(&e.ack_rtt),
+    })
+}
+
+pub fn connection_json(c: &Connection) -> Value {
+    let hs = &c.handshake;
+    let handshake = if hs.syn.is_some() || hs.syn_ack.is_some() {
+        json!({
+            "syn_frame": hs.syn.map(|a| a.frame),
+            "syn_ack_frame": hs.syn_ack.map(|a| a.frame),
+            "ack_frame": hs.ack.map(|a| a.frame),
+            "rtt_ms": hs.rtt_ns().map(ms),
+            "syn_to_syn_ack_ms": hs.syn_to_syn_ack_ns().map(ms),
+            "syn_ack_to_ack_ms": hs.syn_ack_to_ack_ns().map(ms),
+            "invalid_acks": hs.invalid_acks,
+            "client_rsts": hs.client_rsts,
+        })
+    } else {
+        Value::Null
+    };
+    let rtt = match c.rtt_summary() {
+        Some((min, med, max, n)) => {
+            json!({"min": ms(min), "median": ms(med), "max": ms(max), "samples": n})
+        }
+        None => Value::Null,
+    };
+    let prev = c.prev.map(|p| {
+        json!({
+            "id": p.id,
+            "close": close_json(p.close),
+            "gap_ms": ms(c.first.ts_ns - p.last_ts),
+            "same_client": p.same_client,
+            "client_next_seq": p.client_next_seq.map(|s| s.0),
+            "server_next_seq": p.server_next_seq.map(|s| s.0),
+            "timestamps": p.timestamps,
+        })
+    });
+    let mut m = Map::new();
+    m.insert("type".into(), json!("connection"));
+    m.insert("version".into(), json!(SCHEMA_VERSION));
+    m.insert("id".into(), json!(c.id));
+    m.insert("client".into(), json!(endpoint(c.client.addr, c.client.port)));
+    m.insert("server".into(), json!(endpoint(c.server.addr, c.server.port)));
+    m.insert("role".into(), json!(c.role.name()));
+    m.insert("role_inferred".into(), json!(c.role.inferred()));
+    m.insert("first_frame".into(), json!(c.first.frame));
+    m.insert("last_frame".into(), json!(c.last.frame));
+    m.insert("start".into(), json!(rfc3339(c.first.ts_ns)));
+    m.insert("end".into(), json!(rfc3339(c.last.ts_ns)));
+    m.insert("start_ns".into(), json!(c.first.ts_ns));
+    m.insert("end_ns".into(), json!(c.last.ts_ns));
+    m.insert("duration_ms".into(), json!(ms(c.duration_ns())));
+    m.insert("close".into(), close_json(c.close()));
+    m.insert("end_reason".into(), json!(c.end_reason.name()));
+    m.insert("prev".into(), prev.unwrap_or(Value::Null));
+    m.insert("packets".into(), json!(c.packets()));
+    m.insert(
+        "retransmissions".into(),
+        json!(c.client.retrans_segments + c.server.retrans_segments),
+    );
+    m.insert("handshake".into(), handshake);
+    m.insert("rtt_ms".into(), rtt);
+    m.insert("vantage".into(), json!(c.vantage().name()));
+    m.insert("window_scaling".into(), json!(c.window_scaling()));
+    m.insert("c2s".into(), endpoint_json(&c.client));
+    m.insert("s2c".into(), endpoint_json(&c.server));
+    Value::Object(m)
+}
+
+pub fn vantage_index(v: Vantage) -> usize {
+    match v {
+        Vantage::NearClient => 0,
+        Vantage::NearServer => 1,
+        Vantage::Middle => 2,
+        Vantage::Local => 3,
+        Vantage::Unknown => 4,
+    }
+}
+
+pub const VANTAGES: [Vantage; 5] =
+    [Vantage::NearClient, Vantage::NearServer, Vantage::Middle, Vantage::Local, Vantage::Unknown];
+
+pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
+    let s = r.stats;
+    let link_types: Map<String, Value> =
+        s.skipped_link_types.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let vant: Map<String, Value> = VANTAGES
+        .iter()
+        .zip(vantage)
+        .filter(|(_, n)| **n > 0)
+        .map(|(v, n)| (v.name().to_string(), json!(n)))
+        .collect();
+    json!({
+        "type": "summary",
+        "version": SCHEMA_VERSION,
+        "files": r.files,
+        "packets": s.packets,
+        "tcp_packets": s.tcp_packets,
+        "bytes": s.bytes,
+        "skipped": s.skipped,
+        "skipped_link_types": link_types,
+        "malformed": s.malformed,
+        "first_fragments": s.first_fragments,
+        "containers": {
+            "blocks_skipped": r.containers.blocks_skipped,
+            "packets_without_interface": r.containers.packets_without_interface,
+            "timestamps_backwards": r.containers.timestamps_backwards,
+        },
+        "start": s.first_ts.map(rfc3339),
+        "end": s.last_ts.map(rfc3339),
+        "span_ms": match (s.first_ts, s.last_ts) {
+            (Some(a), Some(b)) => json!(ms(b - a)),
+            _ => Value::Null,
+        },
+        "connections": r.tracker.connections,
+        "evicted": r.tracker.evicted,
+        "peak_open_connections": r.tracker.peak_open,
+        "vantage": vant,
+        "warnings": r.warnings,
+        "error": r.error,
+    })
+}
+
+impl Printer for JsonPrinter {
+    fn connection(&mut self, c: &Connection) {
+        self.vantage[vantage_index(c.vantage())] += 1;
+        let v = connection_json(c);
+        self.line(&v);
+    }
+
+    fn check(&mut self) -> io::Result<()> {
+        match self.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
+        let v = summary_json(r, &self.vantage);
+        self.line(&v);
+        self.check()?;
+        self.out.flush()
+    }
+}

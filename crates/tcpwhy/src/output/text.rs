@@ -1,0 +1,226 @@
+//! The terminal report: totals first, then the slowest connections.
+
+use super::json::{vantage_index, VANTAGES};
+use super::{endpoint, Printer, Report};
+use crate::time::rfc3339;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Write};
+use tcpwhy_track::Connection;
+
+/// What the report keeps of a connection it may list (bounded by `--top`).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Row {
+    duration_ns: i64,
+    id: u64,
+    client: String,
+    server: String,
+    start_ns: i64,
+    packets: u64,
+    c2s: u64,
+    s2c: u64,
+    retrans: u32,
+    hs_rtt_ns: Option<i64>,
+    close: String,
+}
+
+pub struct TextPrinter {
+    out: Box<dyn Write>,
+    err: Option<io::Error>,
+    top: usize,
+    slowest: BinaryHeap<Reverse<Row>>,
+    vantage: [u64; 5],
+    closes: [u64; 4],
+    retrans_segments: u64,
+    with_retrans: u64,
+    inferred_roles: u64,
+    reused_tuples: u64,
+}
+
+impl TextPrinter {
+    pub fn new(out: Box<dyn Write>, top: usize) -> TextPrinter {
+        TextPrinter {
+            out,
+            err: None,
+            top,
+            slowest: BinaryHeap::new(),
+            vantage: [0; 5],
+            closes: [0; 4],
+            retrans_segments: 0,
+            with_retrans: 0,
+            inferred_roles: 0,
+            reused_tuples: 0,
+        }
+    }
+}
+
+fn fmt_ms(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    match b {
+        0..=9_999 => format!("{b} B"),
+        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    }
+}
+
+impl Printer for TextPrinter {
+    fn connection(&mut self, c: &Connection) {
+        self.vantage[vantage_index(c.vantage())] += 1;
+        let close = c.close();
+        let ci = match close.kind() {
+            "fin" => 0,
+            "rst" => 1,
+            "half-closed" => 2,
+            _ => 3,
+        };
+        self.closes[ci] += 1;
+        let retrans = c.client.retrans_segments + c.server.retrans_segments;
+        self.retrans_segments += u64::from(retrans);
+        self.with_retrans += u64::from(retrans > 0);
+        self.inferred_roles += u64::from(c.role.inferred());
+        self.reused_tuples += u64::from(c.prev.is_some());
+        if self.top == 0 {
+            return;
+        }
+        let d = c.duration_ns();
+        if self.slowest.len() >= self.top {
+            match self.slowest.peek() {
+                Some(Reverse(min)) if (d, Reverse(c.id)) <= (min.duration_ns, Reverse(min.id)) => {
+                    return
+                }
+                _ => {}
+            }
+        }
+        let close_text = match close.by() {
+            Some(by) => format!("{} by {}", close.kind(), by.name()),
+            None => close.kind().to_string(),
+        };
+        self.slowest.push(Reverse(Row {
+            duration_ns: d,
+            id: c.id,
+            client: endpoint(c.client.addr, c.client.port),
+            server: endpoint(c.server.addr, c.server.port),
+            start_ns: c.first.ts_ns,
+            packets: c.packets(),
+            c2s: c.client.unique_bytes,
+            s2c: c.server.unique_bytes,
+            retrans,
+            hs_rtt_ns: c.handshake.rtt_ns(),
+            close: close_text,
+        }));
+        if self.slowest.len() > self.top {
+            self.slowest.pop();
+        }
+    }
+
+    fn check(&mut self) -> io::Result<()> {
+        match self.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
+        self.check()?;
+        let s = r.stats;
+        let o = &mut self.out;
+        let span = match (s.first_ts, s.last_ts) {
+            (Some(a), Some(b)) => format!(
+                " over {} (from {})",
+                fmt_ms(b - a),
+                &rfc3339(a)[..23].replace('T', " ")
+            ),
+            _ => String::new(),
+        };
+        writeln!(
+            o,
+            "{} packets, {} TCP, {} connections{span}",
+            s.packets, s.tcp_packets, r.tracker.connections
+        )?;
+        let mut skipped: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        for (lt, n) in &s.skipped_link_types {
+            skipped.push(format!("{n} of link type {lt}"));
+        }
+        skipped.retain(|x| !x.ends_with(" link-type"));
+        if !skipped.is_empty() {
+            writeln!(o, "skipped: {}", skipped.join(", "))?;
+        }
+        if !s.malformed.is_empty() {
+            let m: Vec<String> = s.malformed.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            writeln!(o, "malformed (counted and skipped): {}", m.join(", "))?;
+        }
+        if r.tracker.connections > 0 {
+            writeln!(
+                o,
+                "closed: {} FIN, {} RST, {} half-closed, {} not closed; {} retransmitted segments in {} connections",
+                self.closes[0], self.closes[1], self.closes[2], self.closes[3],
+                self.retrans_segments, self.with_retrans
+            )?;
+            let v: Vec<String> = VANTAGES
+                .iter()
+                .zip(self.vantage)
+                .filter(|(_, n)| *n > 0)
+                .map(|(v, n)| format!("{} {n}", v.name()))
+                .collect();
+            writeln!(o, "capture point (from handshakes): {}", v.join(", "))?;
+            if self.reused_tuples > 0 {
+                writeln!(
+                    o,
+                    "{} connections reused the 4-tuple of an earlier connection",
+                    self.reused_tuples
+                )?;
+            }
+            if self.inferred_roles > 0 {
+                writeln!(
+                    o,
+                    "{} connections began before the capture (no SYN): client/server inferred",
+                    self.inferred_roles
+                )?;
+            }
+        }
+        if r.tracker.evicted > 0 {
+            writeln!(o, "{} connections evicted by --max-connections", r.tracker.evicted)?;
+        }
+        let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
+        if !rows.is_empty() {
+            writeln!(o)?;
+            writeln!(o, "Slowest connections (by duration):")?;
+            writeln!(
+                o,
+                "{:>6}  {:<45} {:>10} {:>6} {:>9} {:>9} {:>5} {:>9}  close",
+                "id", "client -> server", "duration", "pkts", "c->s", "s->c", "retr", "hs rtt"
+            )?;
+            for Reverse(row) in rows {
+                let hs = row.hs_rtt_ns.map(fmt_ms).unwrap_or_else(|| "-".into());
+                writeln!(
+                    o,
+                    "{:>6}  {:<45} {:>10} {:>6} {:>9} {:>9} {:>5} {:>9}  {}",
+                    row.id,
+                    format!("{} -> {}", row.client, row.server),
+                    fmt_ms(row.duration_ns),
+                    row.packets,
+                    fmt_bytes(row.c2s),
+                    fmt_bytes(row.s2c),
+                    row.retrans,
+                    hs,
+                    row.close
+                )?;
+                let _ = row.start_ns;
+            }
+        }
+        if let Some(e) = &r.error {
+            writeln!(o, "\nstopped early: {e}")?;
+        }
+        o.flush()
+    }
+}
