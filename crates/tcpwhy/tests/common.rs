@@ -1,0 +1,53 @@
+//! Shared helpers for the integration tests: run the real binary on real files.
+#![allow(dead_code)] // each test file uses a different subset
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/captures")
+}
+
+pub fn fixture(name: &str) -> String {
+    fixtures().join(name).to_string_lossy().into_owned()
+}
+
+pub fn tcpwhy(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpwhy")).args(args).output().expect("run tcpwhy")
+}
+
+/// `tcpwhy analyze --format json FILES...`: (connection records, summary record).
+pub fn analyze_json(files: &[&str]) -> (Vec<Value>, Value) {
+    let mut args = vec!["analyze", "--format", "json"];
+    args.extend_from_slice(files);
+    let out = tcpwhy(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "tcpwhy {files:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut conns = Vec::new();
+    let mut summary = Value::Null;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).expect("every line is JSON");
+        match v["type"].as_str() {
+            Some("connection") => conns.push(v),
+            Some("summary") => summary = v,
+            other => panic!("unexpected record type {other:?}"),
+        }
+    }
+    assert!(summary.is_object(), "no summary record");
+    (conns, summary)
+}
+
+/// Is tshark here? Without it the cross-checks cannot run: fail loudly unless the developer
+/// opted out with TCPWHY_SKIP_TSHARK=1 (CI installs tshark and never sets it).
+pub fn have_tshark() -> bool {
+    let ok = Command::new("tshark").arg("-v").output().is_ok_and(|o| o.status.success());
+    if !ok && std::env::var("TCPWHY_SKIP_TSHARK").as_deref() != Ok("1") {
+        panic!("tshark is needed for this test: apt-get install tshark (or TCPWHY_SKIP_TSHARK=1)");
+    }
+    ok
+}
