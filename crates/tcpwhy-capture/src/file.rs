@@ -61,7 +61,11 @@ pub struct FileReader {
 /// `if_tsresol` (pcapng section 4.2): high bit clear = 10^-n seconds, set = 2^-n seconds.
 fn units_per_sec(tsresol: u8) -> u64 {
     let n = u32::from(tsresol & 0x7F);
-    let units = if tsresol & 0x80 == 0 { 10u64.checked_pow(n) } else { 1u64.checked_shl(n) };
+    let units = if tsresol & 0x80 == 0 {
+        10u64.checked_pow(n)
+    } else {
+        1u64.checked_shl(n)
+    };
     match units {
         Some(u) if u > 0 => u,
         _ => 1_000_000,
@@ -89,7 +93,10 @@ impl FileReader {
     }
 
     /// Read a capture from any byte stream; `name` is used in messages.
-    pub fn from_reader(name: &str, reader: Box<dyn Read + Send>) -> Result<FileReader, CaptureError> {
+    pub fn from_reader(
+        name: &str,
+        reader: Box<dyn Read + Send>,
+    ) -> Result<FileReader, CaptureError> {
         Self::from_opened(name, open::from_reader(reader))
     }
 
@@ -107,7 +114,11 @@ impl FileReader {
         let reader = match create_reader(INITIAL_CAPACITY, stream) {
             Ok(r) => r,
             Err(e) => {
-                let io = o.last_error.take().map(|e| format!(" ({e})")).unwrap_or_default();
+                let io = o
+                    .last_error
+                    .take()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default();
                 let what = match o.compression {
                     Some(z) => format!("{z}-compressed data"),
                     None => "file".to_string(),
@@ -117,15 +128,19 @@ impl FileReader {
                         format!("{what} is corrupt or cut short before the capture header{io}")
                     }
                     PcapError::Eof => format!("empty {what}: not a capture{io}"),
-                    PcapError::Incomplete(_) | PcapError::UnexpectedEof => format!(
-                        "{what} too short for a capture header ({prefix_len} bytes){io}"
-                    ),
+                    PcapError::Incomplete(_) | PcapError::UnexpectedEof => {
+                        format!("{what} too short for a capture header ({prefix_len} bytes){io}")
+                    }
                     _ if first == PCAPNG_SHB => {
                         "pcapng section header block is malformed".to_string()
                     }
                     _ => format!(
                         "not a pcap or pcapng capture (first bytes {}){io}",
-                        first.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+                        first
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
                     ),
                 };
                 return Err(err(message));
@@ -136,7 +151,9 @@ impl FileReader {
             reader,
             compressed,
             last_error: o.last_error,
-            format: Format::PcapNg { interfaces: Vec::new() },
+            format: Format::PcapNg {
+                interfaces: Vec::new(),
+            },
             capacity: INITIAL_CAPACITY,
             buf: Vec::new(),
             head: None,

@@ -47,8 +47,16 @@ pub struct CaptureError {
 
 impl fmt::Display for CaptureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let z = if self.compressed { " (decompressed)" } else { "" };
-        write!(f, "{}: at byte {}{}: {}", self.file, self.offset, z, self.message)
+        let z = if self.compressed {
+            " (decompressed)"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "{}: at byte {}{}: {}",
+            self.file, self.offset, z, self.message
+        )
     }
 }
 
@@ -103,7 +111,12 @@ impl Capture {
             f.advance()?;
             warnings.extend(f.take_warning());
         }
-        Ok(Capture { files, advance: None, frame: 0, warnings })
+        Ok(Capture {
+            files,
+            advance: None,
+            frame: 0,
+            warnings,
+        })
     }
 
     /// The next frame in timestamp order, `None` at the end of every input.

@@ -90,10 +90,15 @@ pub(crate) fn open(path: &str) -> io::Result<Opened> {
 
 pub(crate) fn from_reader(raw: DynRead) -> Opened {
     let last_error = LastError::default();
-    let mut raw: DynRead = Box::new(Recording { inner: raw, last: last_error.clone() });
+    let mut raw: DynRead = Box::new(Recording {
+        inner: raw,
+        last: last_error.clone(),
+    });
     let head = read_prefix(&mut raw, PREFIX, &last_error);
     let decoder: DynRead = if head.starts_with(&GZIP_MAGIC) {
-        Box::new(flate2::read::MultiGzDecoder::new(Cursor::new(head.clone()).chain(raw)))
+        Box::new(flate2::read::MultiGzDecoder::new(
+            Cursor::new(head.clone()).chain(raw),
+        ))
     } else if head.starts_with(&ZSTD_MAGIC) {
         match zstd::stream::read::Decoder::new(Cursor::new(head.clone()).chain(raw)) {
             Ok(d) => Box::new(d),
@@ -111,10 +116,27 @@ pub(crate) fn from_reader(raw: DynRead) -> Opened {
             }
         }
     } else {
-        return Opened { prefix: head, rest: raw, compression: None, last_error };
+        return Opened {
+            prefix: head,
+            rest: raw,
+            compression: None,
+            last_error,
+        };
     };
-    let compression = if head.starts_with(&GZIP_MAGIC) { "gzip" } else { "zstd" };
-    let mut rest: DynRead = Box::new(Recording { inner: decoder, last: last_error.clone() });
+    let compression = if head.starts_with(&GZIP_MAGIC) {
+        "gzip"
+    } else {
+        "zstd"
+    };
+    let mut rest: DynRead = Box::new(Recording {
+        inner: decoder,
+        last: last_error.clone(),
+    });
     let prefix = read_prefix(&mut rest, PREFIX, &last_error);
-    Opened { prefix, rest, compression: Some(compression), last_error }
+    Opened {
+        prefix,
+        rest,
+        compression: Some(compression),
+        last_error,
+    }
 }

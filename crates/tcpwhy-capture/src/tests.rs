@@ -6,8 +6,20 @@ use std::io::Write;
 
 /// A legacy pcap: magic written in the chosen byte order, link type `link`.
 fn pcap(big_endian: bool, nanos: bool, link: u32, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
-    let w32 = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
-    let w16 = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let w32 = |v: u32| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let w16 = |v: u16| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
     let mut f = Vec::new();
     f.extend_from_slice(&w32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 }));
     f.extend_from_slice(&w16(2));
@@ -85,7 +97,13 @@ fn collect(files: Vec<Vec<u8>>) -> Result<(Vec<Row>, Vec<Warning>), CaptureError
     let mut cap = Capture::from_readers(readers)?;
     let mut out = Vec::new();
     while let Some(p) = cap.next()? {
-        out.push((p.frame, p.ts_ns, p.link.0, p.data.first().copied().unwrap_or(0), p.orig_len));
+        out.push((
+            p.frame,
+            p.ts_ns,
+            p.link.0,
+            p.data.first().copied().unwrap_or(0),
+            p.orig_len,
+        ));
     }
     Ok((out, cap.warnings().to_vec()))
 }
@@ -121,7 +139,7 @@ fn pcapng_interfaces_with_own_link_types_and_resolutions() {
     f.extend(ng_block(0x0BAD_B10C, &[1, 2, 3, 4, 5])); // unknown block: skipped
     f.extend(epb(1, 1_500_000_001, &[2; 20])); // 1.5 s + 1 ns in nanoseconds
     f.extend(epb(7, 5, &[3; 20])); // no interface 7: counted, skipped
-    // A second section redefines interface 0 as SLL2 with 2^-10 s units.
+                                   // A second section redefines interface 0 as SLL2 with 2^-10 s units.
     f.extend(shb());
     f.extend(idb(276, Some(0x80 | 10)));
     f.extend(epb(0, 3 * 1024 + 512, &[4; 20])); // 3.5 s
@@ -155,19 +173,26 @@ fn truncated_last_record_keeps_earlier_packets_and_warns() {
     assert_eq!(rows.len(), 1);
     assert_eq!(w.len(), 1);
     let msg = w[0].to_string();
-    assert!(msg.starts_with("f0: at byte 80: file is truncated"), "{msg}");
+    assert!(
+        msg.starts_with("f0: at byte 80: file is truncated"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn not_a_capture_names_the_file_and_bytes() {
-    let e = reader("notes.txt", b"hello, this is text".to_vec()).err().unwrap();
+    let e = reader("notes.txt", b"hello, this is text".to_vec())
+        .err()
+        .unwrap();
     assert_eq!(
         e.to_string(),
         "notes.txt: at byte 0: not a pcap or pcapng capture (first bytes 68 65 6c 6c)"
     );
     let e = reader("empty", Vec::new()).err().unwrap();
     assert!(e.to_string().contains("empty file"), "{e}");
-    let e = reader("short", vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0]).err().unwrap();
+    let e = reader("short", vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0])
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("too short"), "{e}");
 }
 
@@ -186,7 +211,11 @@ fn absurd_record_length_is_an_error_with_offset() {
     // With more than the parser's largest buffer behind it, the length is a lie: an error.
     f.extend(std::iter::repeat_n(0u8, 17 << 20));
     let e = collect(vec![f]).err().unwrap();
-    assert!(e.to_string().starts_with("f0: at byte 80: corrupt record: claims more than 16 MiB"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("f0: at byte 80: corrupt record: claims more than 16 MiB"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -197,12 +226,21 @@ fn pcapng_block_with_lying_length() {
     bad[4..8].copy_from_slice(&7u32.to_le_bytes()); // shorter than any block can be
     f.extend(bad);
     let e = collect(vec![f]).err().unwrap();
-    assert!(e.to_string().starts_with("f0: at byte 48: corrupt pcapng block (type 0x00000006, length 7)"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("f0: at byte 48: corrupt pcapng block (type 0x00000006, length 7)"),
+        "{e}"
+    );
 }
 
 #[test]
 fn compression_is_detected_by_content() {
-    let plain = pcap(false, true, 101, &[(5, 1, &[0x45; 40]), (6, 2, &[0x45; 40])]);
+    let plain = pcap(
+        false,
+        true,
+        101,
+        &[(5, 1, &[0x45; 40]), (6, 2, &[0x45; 40])],
+    );
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&plain).unwrap();
     let gz = gz.finish().unwrap();
@@ -212,8 +250,9 @@ fn compression_is_detected_by_content() {
     assert_eq!(collect(vec![gz.clone()]).unwrap().0, expect);
     assert_eq!(collect(vec![zst]).unwrap().0, expect);
     // A cut gzip stream is a truncated file: the packets before the cut survive, with a warning.
-    let recs: Vec<(u32, u32, Vec<u8>)> =
-        (0..2000u32).map(|i| (i, 0, i.to_le_bytes().repeat(50))).collect();
+    let recs: Vec<(u32, u32, Vec<u8>)> = (0..2000u32)
+        .map(|i| (i, 0, i.to_le_bytes().repeat(50)))
+        .collect();
     let recs: Vec<(u32, u32, &[u8])> = recs.iter().map(|(s, f, d)| (*s, *f, &d[..])).collect();
     let big = pcap(false, false, 1, &recs);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -222,16 +261,35 @@ fn compression_is_detected_by_content() {
     let (rows, w) = collect(vec![gz[..gz.len() / 2].to_vec()]).unwrap();
     assert!(rows.len() > 10 && rows.len() < 2000, "{}", rows.len());
     assert_eq!(w.len(), 1);
-    assert!(w[0].to_string().contains("(decompressed): file is truncated"), "{}", w[0]);
+    assert!(
+        w[0].to_string()
+            .contains("(decompressed): file is truncated"),
+        "{}",
+        w[0]
+    );
     // Cut before anything decompresses: an error, not an empty result.
     let e = collect(vec![gz[..12].to_vec()]).err().unwrap();
-    assert!(e.to_string().contains("cut short before the capture header"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cut short before the capture header"),
+        "{e}"
+    );
 }
 
 #[test]
 fn several_files_merge_by_time_and_number_frames_globally() {
-    let a = pcap(false, false, 1, &[(1, 0, &[1; 20]), (3, 0, &[3; 20]), (5, 0, &[5; 20])]);
-    let b = pcap(true, true, 101, &[(2, 0, &[2; 20]), (3, 0, &[33; 20]), (4, 0, &[4; 20])]);
+    let a = pcap(
+        false,
+        false,
+        1,
+        &[(1, 0, &[1; 20]), (3, 0, &[3; 20]), (5, 0, &[5; 20])],
+    );
+    let b = pcap(
+        true,
+        true,
+        101,
+        &[(2, 0, &[2; 20]), (3, 0, &[33; 20]), (4, 0, &[4; 20])],
+    );
     let (rows, _) = collect(vec![a, b]).unwrap();
     let order: Vec<(u64, u8)> = rows.iter().map(|r| (r.0, r.3)).collect();
     // At equal timestamps the earlier file goes first.
@@ -240,7 +298,12 @@ fn several_files_merge_by_time_and_number_frames_globally() {
 
 #[test]
 fn backwards_timestamps_are_counted_not_reordered() {
-    let f = pcap(false, false, 1, &[(5, 0, &[1; 20]), (4, 0, &[2; 20]), (6, 0, &[3; 20])]);
+    let f = pcap(
+        false,
+        false,
+        1,
+        &[(5, 0, &[1; 20]), (4, 0, &[2; 20]), (6, 0, &[3; 20])],
+    );
     let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
     let mut n = 0;
     while cap.next().unwrap().is_some() {

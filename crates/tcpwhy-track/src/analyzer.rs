@@ -54,8 +54,13 @@ const MALFORMED: [Malformed; 9] = [
     Malformed::TcpTruncated,
     Malformed::TcpDataOffset,
 ];
-const SKIPS: [Skip; 5] =
-    [Skip::LinkType(0), Skip::NotIp, Skip::NotTcp, Skip::Fragment, Skip::Ipv6Opaque];
+const SKIPS: [Skip; 5] = [
+    Skip::LinkType(0),
+    Skip::NotIp,
+    Skip::NotTcp,
+    Skip::Fragment,
+    Skip::Ipv6Opaque,
+];
 
 impl Analyzer {
     pub fn new(cfg: Config) -> Analyzer {
@@ -93,7 +98,8 @@ impl Analyzer {
                 if seg.first_fragment {
                     st.first_fragments += 1;
                 }
-                self.tracker.segment(&seg, At { frame, ts_ns }, wire_len, sink);
+                self.tracker
+                    .segment(&seg, At { frame, ts_ns }, wire_len, sink);
             }
             Ok(Decoded::Skipped(skip)) => {
                 self.skip_counts[skip_index(skip)] += 1;
@@ -122,7 +128,9 @@ impl Analyzer {
         }
         for (i, m) in MALFORMED.iter().enumerate() {
             if self.malformed_counts[i] > 0 {
-                self.stats.malformed.insert(m.name(), self.malformed_counts[i]);
+                self.stats
+                    .malformed
+                    .insert(m.name(), self.malformed_counts[i]);
             }
         }
         &self.stats

@@ -247,12 +247,20 @@ impl Connection {
             _ => false,
         };
         let rst_first = match (c.rst, s.rst) {
-            (Some(a), Some(b)) => Some(if a.frame < b.frame { Side::Client } else { Side::Server }),
+            (Some(a), Some(b)) => Some(if a.frame < b.frame {
+                Side::Client
+            } else {
+                Side::Server
+            }),
             (Some(_), None) => Some(Side::Client),
             (None, Some(_)) => Some(Side::Server),
             (None, None) => None,
         };
-        let fin_first = if before(c.fin, s.fin) { Side::Client } else { Side::Server };
+        let fin_first = if before(c.fin, s.fin) {
+            Side::Client
+        } else {
+            Side::Server
+        };
         match (c.fin, s.fin, rst_first) {
             // FIN both ways before any reset: a clean close.
             (Some(cf), Some(sf), rst) => {
@@ -274,8 +282,10 @@ impl Connection {
         if self.client.addr.is_loopback() && self.server.addr.is_loopback() {
             return Vantage::Local;
         }
-        let (Some(a), Some(b)) = (self.handshake.syn_to_syn_ack_ns(), self.handshake.syn_ack_to_ack_ns())
-        else {
+        let (Some(a), Some(b)) = (
+            self.handshake.syn_to_syn_ack_ns(),
+            self.handshake.syn_ack_to_ack_ns(),
+        ) else {
             return Vantage::Unknown;
         };
         let total = a + b;
@@ -298,12 +308,14 @@ impl Connection {
     pub fn rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
         let hs = self.handshake.rtt_ns();
         let (far, near_ns) = match self.vantage() {
-            Vantage::NearClient | Vantage::Local => {
-                (&self.client.ack_rtt, self.handshake.syn_ack_to_ack_ns().unwrap_or(0))
-            }
-            Vantage::NearServer => {
-                (&self.server.ack_rtt, self.handshake.syn_to_syn_ack_ns().unwrap_or(0))
-            }
+            Vantage::NearClient | Vantage::Local => (
+                &self.client.ack_rtt,
+                self.handshake.syn_ack_to_ack_ns().unwrap_or(0),
+            ),
+            Vantage::NearServer => (
+                &self.server.ack_rtt,
+                self.handshake.syn_to_syn_ack_ns().unwrap_or(0),
+            ),
             Vantage::Middle | Vantage::Unknown => {
                 return hs.map(|h| (h, h, h, 1));
             }

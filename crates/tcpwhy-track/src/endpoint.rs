@@ -216,7 +216,7 @@ impl Endpoint {
         let len = seg.payload_len;
         let span = len + u32::from(syn) + u32::from(seg.flags.fin());
         let start = seg.seq;
-        let end = start.add(span);
+        let end = start + span;
         let Some(next) = self.next_seq else {
             // First segment seen from this side: everything in it is new.
             self.next_seq = Some(end);
@@ -234,17 +234,17 @@ impl Endpoint {
             true
         } else {
             if len > 0 {
-                if self.fill_hole(start, start.add(len)) {
+                if self.fill_hole(start, start + len) {
                     self.out_of_order += 1;
                     self.unique_bytes += u64::from(len);
                     self.payload_bytes += u64::from(len);
                     self.data_segments += 1;
-                } else if len <= 1 && start == next.sub(1) {
+                } else if len <= 1 && start == (next - 1) {
                     self.keepalives += 1;
                 } else {
                     self.count_retransmission(len);
                 }
-            } else if len == 0 && !syn && start == next.sub(1) && !seg.flags.fin() {
+            } else if len == 0 && !syn && start == (next - 1) && !seg.flags.fin() {
                 self.keepalives += 1;
             }
             false

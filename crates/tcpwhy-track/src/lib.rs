@@ -29,9 +29,7 @@ mod endpoint;
 mod table;
 
 pub use analyzer::{Analyzer, Stats};
-pub use conn::{
-    Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage,
-};
+pub use conn::{Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage};
 pub use endpoint::{At, Endpoint, RttStats};
 pub use table::{Config, Sink, Tracker, TrackerStats};
 

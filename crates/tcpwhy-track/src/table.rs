@@ -117,7 +117,11 @@ const EVICT_SCAN: usize = 16;
 fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
     // Returns (sender is client, how we know).
     if seg.flags.syn() {
-        return if seg.flags.ack() { (false, RoleSource::SynAck) } else { (true, RoleSource::Syn) };
+        return if seg.flags.ack() {
+            (false, RoleSource::SynAck)
+        } else {
+            (true, RoleSource::Syn)
+        };
     }
     let (s, d) = (seg.src_port, seg.dst_port);
     let eph = |p: u16| p >= EPHEMERAL_MIN;
@@ -187,7 +191,9 @@ impl Tracker {
         if !seg.flags.syn() || seg.flags.ack() {
             return false;
         }
-        let Some(c) = self.slots[slot as usize].as_ref() else { return false };
+        let Some(c) = self.slots[slot as usize].as_ref() else {
+            return false;
+        };
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
         if from_client {
             // The same ISN again is a retransmitted SYN (also after an RST in SYN_SENT).
@@ -216,7 +222,11 @@ impl Tracker {
         }
         let (sender_is_client, role) = guess_roles(seg);
         let (src, dst) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
-        let (client, server) = if sender_is_client { (src, dst) } else { (dst, src) };
+        let (client, server) = if sender_is_client {
+            (src, dst)
+        } else {
+            (dst, src)
+        };
         let id = self.next_id;
         self.next_id += 1;
         let mut conn = Connection::new(id, client, server, role, at);
@@ -238,29 +248,42 @@ impl Tracker {
         self.open += 1;
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
-        self.idle_q.push_back(Timer { deadline: at.ts_ns + self.cfg.idle_timeout_ns, slot, id });
+        self.idle_q.push_back(Timer {
+            deadline: at.ts_ns + self.cfg.idle_timeout_ns,
+            slot,
+            id,
+        });
         slot
     }
 
     fn update(&mut self, slot: u32, seg: &TcpSegment, at: At, frame_len: u32) {
-        let Some(c) = self.slots[slot as usize].as_mut() else { return };
+        let Some(c) = self.slots[slot as usize].as_mut() else {
+            return;
+        };
         c.last = at;
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
-        let side = if from_client { Side::Client } else { Side::Server };
+        let side = if from_client {
+            Side::Client
+        } else {
+            Side::Server
+        };
         let flags = seg.flags;
 
         // The handshake at the capture point.
         if flags.syn() && !flags.ack() && side == Side::Client && c.handshake.syn_ack.is_none() {
             c.handshake.syn = Some(at);
         }
-        if flags.syn() && flags.ack() && side == Side::Server && c.handshake.syn_ack.is_none() {
-            if c.client.isn.is_some_and(|isn| seg.ack == isn.add(1)) {
-                c.handshake.syn_ack = Some(at);
-            }
+        if flags.syn()
+            && flags.ack()
+            && side == Side::Server
+            && c.handshake.syn_ack.is_none()
+            && c.client.isn.is_some_and(|isn| seg.ack == isn + 1)
+        {
+            c.handshake.syn_ack = Some(at);
         }
         if side == Side::Client && !flags.syn() && flags.ack() && c.handshake.ack.is_none() {
             if let (Some(_), Some(isn)) = (c.handshake.syn_ack, c.server.isn) {
-                if seg.ack == isn.add(1) {
+                if seg.ack == isn + 1 {
                     c.handshake.ack = Some(at);
                 }
             }
@@ -271,12 +294,15 @@ impl Tracker {
         // connection's sequence space.
         let in_syn_sent = c.client.isn.is_some() && c.handshake.syn_ack.is_none();
         let mut ack_valid = flags.ack() && !flags.rst();
-        if in_syn_sent && side == Side::Server && flags.ack() && !flags.syn() {
-            if c.client.isn.is_some_and(|isn| seg.ack != isn.add(1)) {
-                c.handshake.invalid_acks += 1;
-                c.handshake.first_invalid_ack.get_or_insert(at);
-                ack_valid = false;
-            }
+        if in_syn_sent
+            && side == Side::Server
+            && flags.ack()
+            && !flags.syn()
+            && c.client.isn.is_some_and(|isn| seg.ack != isn + 1)
+        {
+            c.handshake.invalid_acks += 1;
+            c.handshake.first_invalid_ack.get_or_insert(at);
+            ack_valid = false;
         }
         if in_syn_sent && side == Side::Client && flags.rst() {
             c.handshake.client_rsts += 1;
@@ -292,12 +318,10 @@ impl Tracker {
                 me.on_tsval(tsval, at.ts_ns);
             }
         }
-        if ack_valid {
-            if me.max_ack.is_none_or(|m| seg.ack > m) {
-                me.max_ack = Some(seg.ack);
-                let tsecr = seg.options.timestamp.map(|t| t.1);
-                peer.on_acked(seg.ack, tsecr, at.ts_ns);
-            }
+        if ack_valid && me.max_ack.is_none_or(|m| seg.ack > m) {
+            me.max_ack = Some(seg.ack);
+            let tsecr = seg.options.timestamp.map(|t| t.1);
+            peer.on_acked(seg.ack, tsecr, at.ts_ns);
         }
         // Window scaling applies only when both SYNs carried the option, never to SYNs.
         if !flags.syn() && !flags.rst() {
@@ -328,7 +352,10 @@ impl Tracker {
     }
 
     fn live(&self, t: &Timer) -> Option<&Connection> {
-        self.slots.get(t.slot as usize)?.as_ref().filter(|c| c.id == t.id)
+        self.slots
+            .get(t.slot as usize)?
+            .as_ref()
+            .filter(|c| c.id == t.id)
     }
 
     /// Finish connections whose timers ran out at `self.now`.
@@ -340,7 +367,9 @@ impl Tracker {
             }
             self.close_q.pop_front();
             // Still closed (a SYN may have revived it), and quiet for the linger time?
-            let Some(c) = self.live(&t).filter(|c| c.closed_at.is_some()) else { continue };
+            let Some(c) = self.live(&t).filter(|c| c.closed_at.is_some()) else {
+                continue;
+            };
             let deadline = c.last.ts_ns + self.cfg.closed_linger_ns;
             if deadline <= now {
                 self.finish(t.slot, EndReason::Closed, sink);
@@ -404,7 +433,8 @@ impl Tracker {
         if reason != EndReason::Superseded {
             let (prev, client) = history_of(&c);
             self.history.insert(key, History { prev, client });
-            self.history_q.push_back((c.last.ts_ns + self.cfg.history_ns, key, c.id));
+            self.history_q
+                .push_back((c.last.ts_ns + self.cfg.history_ns, key, c.id));
         }
         sink.connection(&c);
     }

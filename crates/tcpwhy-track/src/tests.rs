@@ -24,7 +24,11 @@ impl Run {
         Run::with(Config::default())
     }
     fn with(cfg: Config) -> Run {
-        Run { t: Tracker::new(cfg), done: Vec::new(), frame: 0 }
+        Run {
+            t: Tracker::new(cfg),
+            done: Vec::new(),
+            frame: 0,
+        }
     }
     /// One segment from `from` at `ms` milliseconds.
     fn seg(&mut self, ms: i64, from: (IpAddr, u16), flags: u8, seq: u32, ack: u32, len: u32) {
@@ -59,7 +63,15 @@ impl Run {
         self.frame += 1;
         let done = &mut self.done;
         let mut sink = |c: &Connection| done.push(c.clone());
-        self.t.segment(&s, At { frame: self.frame, ts_ns: ms * MS }, 54 + len, &mut sink);
+        self.t.segment(
+            &s,
+            At {
+                frame: self.frame,
+                ts_ns: ms * MS,
+            },
+            54 + len,
+            &mut sink,
+        );
     }
     fn finish(mut self) -> Vec<Connection> {
         let done = &mut self.done;
@@ -72,7 +84,14 @@ impl Run {
     fn handshake(&mut self, ms: i64, rtt: i64, cisn: u32, sisn: u32) {
         self.seg(ms, C, SYN, cisn, 0, 0);
         self.seg(ms + rtt, S, SYN | ACK, sisn, cisn.wrapping_add(1), 0);
-        self.seg(ms + rtt, C, ACK, cisn.wrapping_add(1), sisn.wrapping_add(1), 0);
+        self.seg(
+            ms + rtt,
+            C,
+            ACK,
+            cisn.wrapping_add(1),
+            sisn.wrapping_add(1),
+            0,
+        );
     }
 }
 
@@ -96,7 +115,12 @@ fn request_response_with_clean_close() {
     assert_eq!((c.client.packets, c.server.packets), (6, 4));
     assert_eq!((c.client.unique_bytes, c.server.unique_bytes), (100, 3000));
     assert_eq!(c.client.retrans_bytes + c.server.retrans_bytes, 0);
-    assert_eq!(c.close(), Close::Fin { first: Side::Client });
+    assert_eq!(
+        c.close(),
+        Close::Fin {
+            first: Side::Client
+        }
+    );
     assert_eq!(c.end_reason, EndReason::Closed);
     assert_eq!(c.handshake.rtt_ns(), Some(20 * MS));
     assert_eq!(c.vantage(), Vantage::NearClient);
@@ -135,7 +159,14 @@ fn sequence_numbers_wrap() {
         seq = seq.wrapping_add(1448);
     }
     // Resend the segment that straddles 2^32.
-    r.seg(20, C, ACK, isn.wrapping_add(1 + 2 * 1448), 0xFFFF_FF01, 1448);
+    r.seg(
+        20,
+        C,
+        ACK,
+        isn.wrapping_add(1 + 2 * 1448),
+        0xFFFF_FF01,
+        1448,
+    );
     r.seg(21, S, ACK, 0xFFFF_FF01, seq, 0);
     let c = &r.finish()[0];
     assert!(seq < isn, "the test must cross the wrap");
@@ -158,14 +189,27 @@ fn new_isn_after_close_starts_the_next_generation() {
     assert_eq!(done.len(), 2);
     let (old, new) = (&done[0], &done[1]);
     assert_eq!(old.end_reason, EndReason::Superseded);
-    assert_eq!(old.close(), Close::Fin { first: Side::Server });
+    assert_eq!(
+        old.close(),
+        Close::Fin {
+            first: Side::Server
+        }
+    );
     let p = new.prev.expect("predecessor recorded");
     assert_eq!(p.id, old.id);
-    assert_eq!(p.close, Close::Fin { first: Side::Server });
+    assert_eq!(
+        p.close,
+        Close::Fin {
+            first: Side::Server
+        }
+    );
     assert!(p.same_client);
     assert_eq!(p.client_next_seq, Some(Seq(1502)));
     assert_eq!(p.last_ts, 4 * MS);
-    assert!(Seq(700) < p.client_next_seq.unwrap(), "the new ISN went below the old rcv_nxt");
+    assert!(
+        Seq(700) < p.client_next_seq.unwrap(),
+        "the new ISN went below the old rcv_nxt"
+    );
 }
 
 #[test]
@@ -190,13 +234,26 @@ fn stale_ack_rst_and_same_syn_stay_one_connection() {
     assert_eq!(c.handshake.syn.map(|a| a.ts_ns), Some(20_010 * MS));
     assert_eq!(c.handshake.rtt_ns(), Some(MS));
     assert_eq!(c.client.isn, Some(Seq(700)));
-    assert_eq!(c.close(), Close::Open, "the RST in SYN_SENT did not end the connection");
+    assert_eq!(
+        c.close(),
+        Close::Open,
+        "the RST in SYN_SENT did not end the connection"
+    );
     assert_eq!(c.end_reason, EndReason::CaptureEnd);
     assert_eq!(c.client.unique_bytes, 10);
-    assert_eq!(c.prev.map(|p| p.close), Some(Close::Fin { first: Side::Server }));
+    assert_eq!(
+        c.prev.map(|p| p.close),
+        Some(Close::Fin {
+            first: Side::Server
+        })
+    );
     assert_eq!(c.handshake.invalid_acks, 1);
     assert_eq!(c.handshake.first_invalid_ack.map(|a| a.frame), Some(8));
-    assert_eq!(c.server.next_seq, Some(Seq(124)), "the SYN-ACK defines the server's sequence space");
+    assert_eq!(
+        c.server.next_seq,
+        Some(Seq(124)),
+        "the SYN-ACK defines the server's sequence space"
+    );
     assert_eq!(c.handshake.client_rsts, 1);
 }
 
@@ -212,12 +269,18 @@ fn history_survives_expiry_of_the_earlier_connection() {
     assert_eq!(done[0].end_reason, EndReason::Closed);
     assert_eq!(done[0].close(), Close::Rst { by: Side::Client });
     let p = done[1].prev.expect("from history");
-    assert_eq!((p.id, p.close), (done[0].id, Close::Rst { by: Side::Client }));
+    assert_eq!(
+        (p.id, p.close),
+        (done[0].id, Close::Rst { by: Side::Client })
+    );
 }
 
 #[test]
 fn idle_connections_expire_by_capture_time() {
-    let cfg = Config { idle_timeout_ns: 60_000 * MS, ..Config::default() };
+    let cfg = Config {
+        idle_timeout_ns: 60_000 * MS,
+        ..Config::default()
+    };
     let mut r = Run::with(cfg);
     r.handshake(0, 1, 1, 1);
     // Another tuple's packet 61 s later moves capture time on.
@@ -243,7 +306,10 @@ fn midstream_roles_are_inferred_from_ports() {
 
 #[test]
 fn eviction_keeps_the_table_under_the_cap() {
-    let cfg = Config { max_connections: 2, ..Config::default() };
+    let cfg = Config {
+        max_connections: 2,
+        ..Config::default()
+    };
     let mut r = Run::with(cfg);
     for i in 0..5u16 {
         let c = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 41000 + i);
@@ -289,7 +355,10 @@ fn ack_for_unseen_data_is_capture_loss_and_reorder_is_not_retransmission() {
 
 #[test]
 fn timestamp_echo_gives_samples_across_retransmission() {
-    let ts = |v: u32, e: u32| TcpOptions { timestamp: Some((v, e)), ..TcpOptions::default() };
+    let ts = |v: u32, e: u32| TcpOptions {
+        timestamp: Some((v, e)),
+        ..TcpOptions::default()
+    };
     let mut r = Run::new();
     r.handshake(0, 5, 1, 1);
     r.seg_opts(10, C, ACK, 2, 2, 100, ts(1000, 1));

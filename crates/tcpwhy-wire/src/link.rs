@@ -108,8 +108,7 @@ pub(crate) fn strip(link: LinkType, data: &[u8]) -> Result<Network, Malformed> {
                     return Ok(Network::Other(Skip::NotIp));
                 }
                 // The tag is TCI (2) + the inner EtherType (2).
-                ethertype =
-                    be16(data, offset + 2..offset + 4).ok_or(Malformed::LinkTruncated)?;
+                ethertype = be16(data, offset + 2..offset + 4).ok_or(Malformed::LinkTruncated)?;
                 offset += VLAN_TAG;
             }
             Ok(ethertype_to_net(ethertype, offset))

@@ -19,20 +19,6 @@ impl Seq {
         self.0.wrapping_sub(other.0) as i32
     }
 
-    /// `self + n` modulo 2^32.
-    #[inline]
-    #[must_use]
-    pub fn add(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_add(n))
-    }
-
-    /// `self - n` modulo 2^32.
-    #[inline]
-    #[must_use]
-    pub fn sub(self, n: u32) -> Seq {
-        Seq(self.0.wrapping_sub(n))
-    }
-
     /// The later of two sequence numbers in modular order.
     #[inline]
     #[must_use]
@@ -42,6 +28,24 @@ impl Seq {
         } else {
             other
         }
+    }
+}
+
+/// `seq + n` modulo 2^32.
+impl std::ops::Add<u32> for Seq {
+    type Output = Seq;
+    #[inline]
+    fn add(self, n: u32) -> Seq {
+        Seq(self.0.wrapping_add(n))
+    }
+}
+
+/// `seq - n` modulo 2^32.
+impl std::ops::Sub<u32> for Seq {
+    type Output = Seq;
+    #[inline]
+    fn sub(self, n: u32) -> Seq {
+        Seq(self.0.wrapping_sub(n))
     }
 }
 
@@ -71,7 +75,7 @@ mod tests {
     #[test]
     fn ordering_crosses_the_wrap() {
         let before = Seq(0xFFFF_FF00);
-        let after = before.add(0x200); // 0x0000_0100
+        let after = before + 0x200; // 0x0000_0100
         assert_eq!(after.0, 0x100);
         assert!(before < after);
         assert!(after > before);
@@ -93,15 +97,15 @@ mod tests {
     #[test]
     fn sub_and_add_are_inverse_across_zero() {
         let s = Seq(10);
-        assert_eq!(s.sub(20).0, u32::MAX - 9);
-        assert_eq!(s.sub(20).add(20), s);
+        assert_eq!((s - 20).0, u32::MAX - 9);
+        assert_eq!(s - 20 + 20, s);
     }
 
     #[test]
     fn half_space_boundary() {
         // 2^31 - 1 ahead is "after"; 2^31 + 1 ahead is "before" (it is closer going backwards).
         let a = Seq(5);
-        assert!(a.add(0x7FFF_FFFF) > a);
-        assert!(a.add(0x8000_0001) < a);
+        assert!(a + 0x7FFF_FFFF > a);
+        assert!(a + 0x8000_0001 < a);
     }
 }

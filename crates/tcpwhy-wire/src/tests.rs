@@ -83,7 +83,15 @@ const SYN_OPTS: [u8; 20] = [
 
 #[test]
 fn ethernet_ipv4_syn_with_options() {
-    let f = ether(&[0x0800], &ipv4(&tcp_header(100, 0, TcpFlags::SYN, &SYN_OPTS), 0, 0x4000, &[]));
+    let f = ether(
+        &[0x0800],
+        &ipv4(
+            &tcp_header(100, 0, TcpFlags::SYN, &SYN_OPTS),
+            0,
+            0x4000,
+            &[],
+        ),
+    );
     let s = tcp_of(decode(LinkType::ETHERNET, &f, f.len() as u32));
     assert_eq!(s.src, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
     assert_eq!(s.dst, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
@@ -114,7 +122,12 @@ fn stacked_vlan_tags_are_walked() {
 
 #[test]
 fn payload_length_comes_from_ip_not_caplen() {
-    let ip = ipv4(&tcp_header(1, 2, TcpFlags::ACK | TcpFlags::PSH, &[]), 1448, 0, &[]);
+    let ip = ipv4(
+        &tcp_header(1, 2, TcpFlags::ACK | TcpFlags::PSH, &[]),
+        1448,
+        0,
+        &[],
+    );
     let f = ether(&[0x0800], &ip);
     let orig = f.len() as u32;
     for snap in [54usize, 64, 96, f.len()] {
@@ -223,19 +236,34 @@ fn lying_lengths_are_malformed() {
     let tcp = tcp_header(1, 1, TcpFlags::ACK, &[]);
     let mut p = ipv4(&tcp, 0, 0, &[]);
     p[2..4].copy_from_slice(&9000u16.to_be_bytes()); // total length beyond the frame
-    assert_eq!(decode(LinkType::RAW, &p, p.len() as u32), Err(Malformed::IpLengthExceedsFrame));
+    assert_eq!(
+        decode(LinkType::RAW, &p, p.len() as u32),
+        Err(Malformed::IpLengthExceedsFrame)
+    );
     p[2..4].copy_from_slice(&10u16.to_be_bytes());
-    assert_eq!(decode(LinkType::RAW, &p, p.len() as u32), Err(Malformed::IpLengthTooShort));
+    assert_eq!(
+        decode(LinkType::RAW, &p, p.len() as u32),
+        Err(Malformed::IpLengthTooShort)
+    );
     let mut p = ipv4(&tcp, 0, 0, &[]);
     p[20 + 12] = 0xF0; // data offset 60 > segment
-    assert_eq!(decode(LinkType::RAW, &p, p.len() as u32), Err(Malformed::TcpDataOffset));
+    assert_eq!(
+        decode(LinkType::RAW, &p, p.len() as u32),
+        Err(Malformed::TcpDataOffset)
+    );
     let mut p = ipv4(&tcp, 0, 0, &[]);
     p[0] = 0x44; // IHL 16 bytes
-    assert_eq!(decode(LinkType::RAW, &p, p.len() as u32), Err(Malformed::IpHeaderLength));
+    assert_eq!(
+        decode(LinkType::RAW, &p, p.len() as u32),
+        Err(Malformed::IpHeaderLength)
+    );
     // TSO: total length 0 means "the frame's length".
     let mut p = ipv4(&tcp, 500, 0, &[]);
     p[2..4].copy_from_slice(&[0, 0]);
-    assert_eq!(tcp_of(decode(LinkType::RAW, &p, p.len() as u32)).payload_len, 500);
+    assert_eq!(
+        tcp_of(decode(LinkType::RAW, &p, p.len() as u32)).payload_len,
+        500
+    );
 }
 
 #[test]
@@ -244,7 +272,9 @@ fn cooked_and_loopback_link_layers() {
     let mut sll = vec![0, 0, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0, 0x08, 0x00];
     sll.extend_from_slice(&ip);
     tcp_of(decode(LinkType::LINUX_SLL, &sll, sll.len() as u32));
-    let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0];
+    let mut sll2 = vec![
+        0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0,
+    ];
     sll2.extend_from_slice(&ip);
     tcp_of(decode(LinkType::LINUX_SLL2, &sll2, sll2.len() as u32));
     for af in [2u32.to_le_bytes(), 2u32.to_be_bytes()] {

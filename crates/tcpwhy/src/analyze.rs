@@ -10,7 +10,9 @@ use tcpwhy_track::{Analyzer, Config};
 
 pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
-        return Err(io::Error::other("--idle-timeout must be a positive number of seconds"));
+        return Err(io::Error::other(
+            "--idle-timeout must be a positive number of seconds",
+        ));
     }
     let cfg = Config {
         idle_timeout_ns: (args.idle_timeout * 1e9) as i64,
@@ -25,9 +27,11 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         }
     };
     let out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
-        })?)),
+        Some(path) => {
+            Box::new(BufWriter::new(File::create(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
+            })?))
+        }
         None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
     };
     let mut printer: Box<dyn Printer> = match args.format {

@@ -62,7 +62,10 @@ fn snaplen_cut_capture_gives_the_same_connections() {
     assert_eq!(sf["tcp_packets"], sc["tcp_packets"]);
     assert_eq!(sf["bytes"], sc["bytes"]);
     // The 200 000-byte upload (numbers from the fixture README, counted with tshark).
-    let upload = full.iter().find(|c| c["server"] == "10.99.0.2:5001").unwrap();
+    let upload = full
+        .iter()
+        .find(|c| c["server"] == "10.99.0.2:5001")
+        .unwrap();
     assert_eq!(upload["c2s"]["unique_bytes"], 200_000);
 }
 
@@ -70,14 +73,22 @@ fn snaplen_cut_capture_gives_the_same_connections() {
 fn rotated_files_are_one_capture() {
     let (merged, s) = analyze_json(&[&fixture("rotated-1.pcap"), &fixture("rotated-2.pcap")]);
     let (whole, w) = analyze_json(&[&fixture("veth-mixed.pcap")]);
-    assert_eq!(merged, whole, "the upload that crosses the file boundary stays one connection");
+    assert_eq!(
+        merged, whole,
+        "the upload that crosses the file boundary stays one connection"
+    );
     assert_eq!(s["packets"], w["packets"]);
     // Given in the wrong order, the merge by timestamp still restores it.
     let (swapped, _) = analyze_json(&[&fixture("rotated-2.pcap"), &fixture("rotated-1.pcap")]);
     let ids = |v: &[Value]| -> Vec<(String, u64)> {
         let mut x: Vec<_> = v
             .iter()
-            .map(|c| (c["client"].as_str().unwrap().into(), c["packets"].as_u64().unwrap()))
+            .map(|c| {
+                (
+                    c["client"].as_str().unwrap().into(),
+                    c["packets"].as_u64().unwrap(),
+                )
+            })
             .collect();
         x.sort();
         x
@@ -130,9 +141,24 @@ fn json_lines_carry_the_documented_fields() {
     assert_eq!(conns.len(), 3);
     for c in &conns {
         for field in [
-            "id", "client", "server", "first_frame", "last_frame", "start", "end", "duration_ms",
-            "close", "end_reason", "prev", "packets", "retransmissions", "handshake", "rtt_ms",
-            "vantage", "c2s", "s2c",
+            "id",
+            "client",
+            "server",
+            "first_frame",
+            "last_frame",
+            "start",
+            "end",
+            "duration_ms",
+            "close",
+            "end_reason",
+            "prev",
+            "packets",
+            "retransmissions",
+            "handshake",
+            "rtt_ms",
+            "vantage",
+            "c2s",
+            "s2c",
         ] {
             assert!(c.get(field).is_some(), "missing {field}");
         }
@@ -181,10 +207,18 @@ fn not_a_capture_is_one_line_naming_file_and_offset_exit_2() {
 
 #[test]
 fn truncated_file_gives_results_and_a_warning() {
-    let out = tcpwhy(&["analyze", "--format", "json", &fixture("truncated-last-record.pcap")]);
+    let out = tcpwhy(&[
+        "analyze",
+        "--format",
+        "json",
+        &fixture("truncated-last-record.pcap"),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("warning") && err.contains("truncated"), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("truncated"),
+        "{err}"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(summary["packets"], 9);
@@ -204,7 +238,14 @@ fn output_file_and_broken_pipe() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("out.jsonl");
     let f = fixture("veth-mixed.pcap");
-    let out = tcpwhy(&["analyze", "--format", "json", "-o", path.to_str().unwrap(), &f]);
+    let out = tcpwhy(&[
+        "analyze",
+        "--format",
+        "json",
+        "-o",
+        path.to_str().unwrap(),
+        &f,
+    ]);
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
     let direct = tcpwhy(&["analyze", "--format", "json", &f]);
@@ -219,7 +260,10 @@ fn output_file_and_broken_pipe() {
     );
     let out = Command::new("bash").args(["-c", &script]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("tcpwhy"), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("tcpwhy"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -228,10 +272,20 @@ fn text_report_leads_with_totals_and_lists_slowest() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap();
-    assert!(first.starts_with("226 packets, 224 TCP, 6 connections"), "{first}");
+    assert!(
+        first.starts_with("226 packets, 224 TCP, 6 connections"),
+        "{first}"
+    );
     assert!(text.contains("skipped: 2 not-ip"), "{text}");
     assert!(text.contains("Slowest connections"));
     // The slowest is the connection aborted with RST after ~50 ms (fixture README).
-    let row = text.lines().skip_while(|l| !l.contains("client -> server")).nth(1).unwrap();
-    assert!(row.contains("10.99.0.2:7001") && row.contains("rst by client"), "{row}");
+    let row = text
+        .lines()
+        .skip_while(|l| !l.contains("client -> server"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        row.contains("10.99.0.2:7001") && row.contains("rst by client"),
+        "{row}"
+    );
 }

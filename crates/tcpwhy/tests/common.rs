@@ -14,7 +14,10 @@ pub fn fixture(name: &str) -> String {
 }
 
 pub fn tcpwhy(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcpwhy")).args(args).output().expect("run tcpwhy")
+    Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(args)
+        .output()
+        .expect("run tcpwhy")
 }
 
 /// `tcpwhy analyze --format json FILES...`: (connection records, summary record).
@@ -45,7 +48,10 @@ pub fn analyze_json(files: &[&str]) -> (Vec<Value>, Value) {
 /// Is tshark here? Without it the cross-checks cannot run: fail loudly unless the developer
 /// opted out with TCPWHY_SKIP_TSHARK=1 (CI installs tshark and never sets it).
 pub fn have_tshark() -> bool {
-    let ok = Command::new("tshark").arg("-v").output().is_ok_and(|o| o.status.success());
+    let ok = Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !ok && std::env::var("TCPWHY_SKIP_TSHARK").as_deref() != Ok("1") {
         panic!("tshark is needed for this test: apt-get install tshark (or TCPWHY_SKIP_TSHARK=1)");
     }

@@ -29,9 +29,37 @@ fn endpoint(addr: &str, port: &str) -> String {
 /// tshark's conversations from its per-frame fields, grouped by `tcp.stream`.
 fn tshark_conversations(file: &str) -> Vec<(Half, Half)> {
     let out = Command::new("tshark")
-        .args(["-n", "-r", file, "-Y", "tcp", "-T", "fields", "-E", "separator=,"])
-        .args(["-e", "tcp.stream", "-e", "ip.src", "-e", "ipv6.src", "-e", "tcp.srcport"])
-        .args(["-e", "ip.dst", "-e", "ipv6.dst", "-e", "tcp.dstport", "-e", "frame.len"])
+        .args([
+            "-n",
+            "-r",
+            file,
+            "-Y",
+            "tcp",
+            "-T",
+            "fields",
+            "-E",
+            "separator=,",
+        ])
+        .args([
+            "-e",
+            "tcp.stream",
+            "-e",
+            "ip.src",
+            "-e",
+            "ipv6.src",
+            "-e",
+            "tcp.srcport",
+        ])
+        .args([
+            "-e",
+            "ip.dst",
+            "-e",
+            "ipv6.dst",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "frame.len",
+        ])
         .output()
         .expect("run tshark");
     let mut streams: BTreeMap<u64, BTreeMap<String, (u64, u64)>> = BTreeMap::new();
@@ -50,7 +78,11 @@ fn tshark_conversations(file: &str) -> Vec<(Half, Half)> {
         let src = endpoint(&pick(f[1], f[2]), f[3]);
         let dst = endpoint(&pick(f[4], f[5]), f[6]);
         let len: u64 = f[7].parse().expect("frame length");
-        let e = streams.entry(stream).or_default().entry(src.clone()).or_default();
+        let e = streams
+            .entry(stream)
+            .or_default()
+            .entry(src.clone())
+            .or_default();
         e.0 += 1;
         e.1 += len;
         peers.entry(stream).or_insert((src, dst));
@@ -72,8 +104,10 @@ fn tshark_conversations(file: &str) -> Vec<(Half, Half)> {
 /// Frames per conversation from `tshark -q -z conv,tcp` (its byte columns switch to kB
 /// above 10 000, so only frames are compared from it).
 fn tshark_conv_table_frames(file: &str) -> Vec<u64> {
-    let out =
-        Command::new("tshark").args(["-n", "-q", "-z", "conv,tcp", "-r", file]).output().unwrap();
+    let out = Command::new("tshark")
+        .args(["-n", "-q", "-z", "conv,tcp", "-r", file])
+        .output()
+        .unwrap();
     let mut totals: Vec<u64> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains("<->"))
@@ -125,7 +159,10 @@ fn cases() -> Vec<(Vec<String>, String)> {
         };
         cases.push((vec![fixture(name)], fixture(original)));
     }
-    cases.push((vec![fixture("rotated-1.pcap"), fixture("rotated-2.pcap")], fixture("veth-mixed.pcap")));
+    cases.push((
+        vec![fixture("rotated-1.pcap"), fixture("rotated-2.pcap")],
+        fixture("veth-mixed.pcap"),
+    ));
     cases
 }
 
@@ -151,7 +188,11 @@ fn every_fixture_matches_tshark() {
         assert_eq!(mine, tshark, "{ours:?} vs tshark on {theirs}");
         let mut frames: Vec<u64> = mine.iter().map(|(a, b)| a.1 + b.1).collect();
         frames.sort();
-        assert_eq!(frames, tshark_conv_table_frames(&theirs), "conv,tcp frames for {theirs}");
+        assert_eq!(
+            frames,
+            tshark_conv_table_frames(&theirs),
+            "conv,tcp frames for {theirs}"
+        );
         checked += 1;
     }
     assert!(checked >= 25, "only {checked} fixtures checked");

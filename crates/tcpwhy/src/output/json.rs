@@ -17,7 +17,11 @@ pub struct JsonPrinter {
 
 impl JsonPrinter {
     pub fn new(out: Box<dyn Write>) -> JsonPrinter {
-        JsonPrinter { out, err: None, vantage: [0; 5] }
+        JsonPrinter {
+            out,
+            err: None,
+            vantage: [0; 5],
+        }
     }
 
     fn line(&mut self, v: &Value) {
@@ -113,8 +117,14 @@ pub fn connection_json(c: &Connection) -> Value {
     m.insert("type".into(), json!("connection"));
     m.insert("version".into(), json!(SCHEMA_VERSION));
     m.insert("id".into(), json!(c.id));
-    m.insert("client".into(), json!(endpoint(c.client.addr, c.client.port)));
-    m.insert("server".into(), json!(endpoint(c.server.addr, c.server.port)));
+    m.insert(
+        "client".into(),
+        json!(endpoint(c.client.addr, c.client.port)),
+    );
+    m.insert(
+        "server".into(),
+        json!(endpoint(c.server.addr, c.server.port)),
+    );
     m.insert("role".into(), json!(c.role.name()));
     m.insert("role_inferred".into(), json!(c.role.inferred()));
     m.insert("first_frame".into(), json!(c.first.frame));
@@ -151,13 +161,21 @@ pub fn vantage_index(v: Vantage) -> usize {
     }
 }
 
-pub const VANTAGES: [Vantage; 5] =
-    [Vantage::NearClient, Vantage::NearServer, Vantage::Middle, Vantage::Local, Vantage::Unknown];
+pub const VANTAGES: [Vantage; 5] = [
+    Vantage::NearClient,
+    Vantage::NearServer,
+    Vantage::Middle,
+    Vantage::Local,
+    Vantage::Unknown,
+];
 
 pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
     let s = r.stats;
-    let link_types: Map<String, Value> =
-        s.skipped_link_types.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let link_types: Map<String, Value> = s
+        .skipped_link_types
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
     let vant: Map<String, Value> = VANTAGES
         .iter()
         .zip(vantage)

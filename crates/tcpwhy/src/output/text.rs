@@ -156,7 +156,11 @@ impl Printer for TextPrinter {
             writeln!(o, "skipped: {}", skipped.join(", "))?;
         }
         if !s.malformed.is_empty() {
-            let m: Vec<String> = s.malformed.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            let m: Vec<String> = s
+                .malformed
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect();
             writeln!(o, "malformed (counted and skipped): {}", m.join(", "))?;
         }
         if r.tracker.connections > 0 {
@@ -189,7 +193,11 @@ impl Printer for TextPrinter {
             }
         }
         if r.tracker.evicted > 0 {
-            writeln!(o, "{} connections evicted by --max-connections", r.tracker.evicted)?;
+            writeln!(
+                o,
+                "{} connections evicted by --max-connections",
+                r.tracker.evicted
+            )?;
         }
         let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
         if !rows.is_empty() {
