@@ -10,15 +10,15 @@ pub struct At {
     pub ts_ns: i64,
 }
 
-/// Round-trip samples with bounded memory: count, min, max, sum, and a uniform reservoir of up
-/// to [`RttStats::RESERVOIR`] samples for the median (exact up to that many samples).
+/// Round-trip samples with bounded memory: count, min, max (exact, in ns), and a uniform
+/// reservoir of up to [`RttStats::RESERVOIR`] samples in microseconds for the median (exact up
+/// to that many samples, to the microsecond).
 #[derive(Clone, Debug, Default)]
 pub struct RttStats {
     pub count: u32,
     pub min_ns: i64,
     pub max_ns: i64,
-    pub sum_ns: i64,
-    reservoir: [i64; RttStats::RESERVOIR],
+    reservoir_us: [u32; RttStats::RESERVOIR],
 }
 
 impl RttStats {
@@ -35,18 +35,18 @@ impl RttStats {
             self.min_ns = self.min_ns.min(ns);
             self.max_ns = self.max_ns.max(ns);
         }
+        let us = u32::try_from(ns / 1000).unwrap_or(u32::MAX);
         let n = self.count as usize;
         if n < Self::RESERVOIR {
-            self.reservoir[n] = ns;
+            self.reservoir_us[n] = us;
         } else {
             // Algorithm R with a deterministic hash of the sample index (same input, same output).
             let j = (splitmix(n as u64) % (n as u64 + 1)) as usize;
             if j < Self::RESERVOIR {
-                self.reservoir[j] = ns;
+                self.reservoir_us[j] = us;
             }
         }
         self.count = self.count.saturating_add(1);
-        self.sum_ns = self.sum_ns.saturating_add(ns);
     }
 
     /// Median of the reservoir (the lower middle for an even count).
@@ -55,10 +55,13 @@ impl RttStats {
         if n == 0 {
             return None;
         }
-        let mut v = self.reservoir;
+        if n == 1 {
+            return Some(self.min_ns);
+        }
+        let mut v = self.reservoir_us;
         let v = &mut v[..n];
         v.sort_unstable();
-        Some(v[(n - 1) / 2])
+        Some(i64::from(v[(n - 1) / 2]) * 1000)
     }
 }
 
@@ -71,7 +74,7 @@ fn splitmix(mut x: u64) -> u64 {
 
 /// Sequence ranges above a jump in the sender's sequence numbers that the capture has not seen
 /// (yet): filled later, they are reordering; acknowledged but never seen, capture loss.
-const MAX_HOLES: usize = 4;
+const MAX_HOLES: usize = 3;
 
 /// Everything tcpwhy knows about one side of a connection.
 #[derive(Clone, Debug)]
@@ -80,9 +83,8 @@ pub struct Endpoint {
     pub port: u16,
     /// Initial sequence number from this side's SYN.
     pub isn: Option<Seq>,
-    /// First and last SYN this side sent.
+    /// The first SYN this side sent (the handshake records the one that was answered).
     pub first_syn: Option<At>,
-    pub last_syn: Option<At>,
     pub syn_retransmits: u32,
     /// The sequence number after the highest byte (or SYN/FIN) this side sent.
     pub next_seq: Option<Seq>,
@@ -136,7 +138,6 @@ impl Endpoint {
             port,
             isn: None,
             first_syn: None,
-            last_syn: None,
             syn_retransmits: 0,
             next_seq: None,
             max_ack: None,
@@ -196,7 +197,6 @@ impl Endpoint {
                     self.sack_permitted = o.sack_permitted;
                 }
             }
-            self.last_syn = Some(at);
         }
         if seg.flags.fin() && self.fin.is_none() {
             self.fin = Some(at);

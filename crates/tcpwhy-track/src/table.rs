@@ -34,7 +34,8 @@ pub struct Config {
     /// 300 s covers TIME-WAIT (60 s) and a full Linux ISN wrap (274.9 s).
     pub history_ns: i64,
     /// At most this many connections are tracked at once; beyond it, the least recently active
-    /// are finished early (`EndReason::Evicted`).
+    /// are finished early (`EndReason::Evicted`). The history of finished connections kept for
+    /// the next SYN on their 4-tuple is capped at the same number of entries.
     pub max_connections: usize,
 }
 
@@ -401,9 +402,18 @@ impl Tracker {
         }
     }
 
-    /// Make room: finish the least recently active connection (approximately: the oldest idle
-    /// timer whose connection has not been active since it was queued).
+    /// Make room: finish the connection that closed longest ago, else the least recently active
+    /// one (approximately: the oldest idle timer whose connection has not been active since it
+    /// was queued), which counts as an eviction.
     fn evict_one(&mut self, sink: &mut dyn Sink) {
+        // A closed connection lingering for late packets goes first: it is done anyway, so
+        // finishing it early is not an eviction.
+        while let Some(t) = self.close_q.pop_front() {
+            if self.live(&t).is_some_and(|c| c.closed_at.is_some()) {
+                self.finish(t.slot, EndReason::Closed, sink);
+                return;
+            }
+        }
         let mut scanned = 0;
         while let Some(t) = self.idle_q.pop_front() {
             let Some(c) = self.live(&t) else { continue };
@@ -435,6 +445,14 @@ impl Tracker {
             self.history.insert(key, History { prev, client });
             self.history_q
                 .push_back((c.last.ts_ns + self.cfg.history_ns, key, c.id));
+            // History is bounded like the table: the oldest facts go first.
+            while self.history_q.len() > self.cfg.max_connections.max(1) {
+                if let Some((_, k, id)) = self.history_q.pop_front() {
+                    if self.history.get(&k).is_some_and(|h| h.prev.id == id) {
+                        self.history.remove(&k);
+                    }
+                }
+            }
         }
         sink.connection(&c);
     }
