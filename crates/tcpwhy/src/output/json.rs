@@ -57,6 +57,7 @@ fn endpoint_json(e: &Endpoint) -> Value {
     json!({
         "packets": e.packets,
         "bytes": e.frame_bytes,
+        "data_segments": e.data_segments,
         "payload_bytes": e.payload_bytes,
         "unique_bytes": e.unique_bytes,
         "retrans_bytes": e.retrans_bytes,

@@ -1,0 +1,80 @@
+//! The hot path allocates nothing per packet: reading a pcap record, decoding it and updating
+//! its connection. Counted with dhat's allocator (this test binary only).
+
+use std::io::Cursor;
+use tcpwhy_capture::{Capture, FileReader};
+use tcpwhy_track::{Analyzer, Config, Connection};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+/// A pcap (Ethernet) of one connection: SYN, SYN-ACK, ACK, then `n` data segments of 1000
+/// bytes from the client, each followed by the server's ACK.
+fn one_long_connection(n: u32) -> Vec<u8> {
+    let mut f = Vec::new();
+    for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut t = 0u32;
+    let mut rec = |f: &mut Vec<u8>, from_client: bool, seq: u32, ack: u32, flags: u8, len: u16| {
+        let (src, dst, sp, dp) = if from_client {
+            ([10, 0, 0, 1], [10, 0, 0, 2], 40000u16, 80u16)
+        } else {
+            ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000)
+        };
+        let mut p = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+        p.extend_from_slice(&[0x45, 0]);
+        p.extend_from_slice(&(40 + len).to_be_bytes());
+        p.extend_from_slice(&[0, 1, 0x40, 0, 64, 6, 0, 0]);
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&sp.to_be_bytes());
+        p.extend_from_slice(&dp.to_be_bytes());
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&ack.to_be_bytes());
+        p.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        t += 1;
+        // Headers only (snaplen 54); the IP length says how much payload there was.
+        for v in [1_700_000_000 + t / 1000, (t % 1000) * 1000, p.len() as u32] {
+            f.extend_from_slice(&v.to_le_bytes());
+        }
+        f.extend_from_slice(&(p.len() as u32 + u32::from(len)).to_le_bytes());
+        f.extend_from_slice(&p);
+    };
+    rec(&mut f, true, 1000, 0, 0x02, 0);
+    rec(&mut f, false, 5000, 1001, 0x12, 0);
+    rec(&mut f, true, 1001, 5001, 0x10, 0);
+    for i in 0..n {
+        let seq = 1001 + i * 1000;
+        rec(&mut f, true, seq, 5001, 0x18, 1000);
+        rec(&mut f, false, 5001, seq + 1000, 0x10, 0);
+    }
+    f
+}
+
+#[test]
+fn no_allocation_per_packet() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let bytes = one_long_connection(10_000);
+    let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
+    let mut cap = Capture::from_readers(vec![reader]).unwrap();
+    let mut an = Analyzer::new(Config::default());
+    let mut finished = 0;
+    let mut sink = |_: &Connection| finished += 1;
+    let mut before = None;
+    let mut packets = 0u64;
+    while let Some(p) = cap.next().unwrap() {
+        an.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut sink);
+        packets += 1;
+        if packets == 100 {
+            // Warmed up: the table holds the connection, buffers have their size.
+            before = Some(dhat::HeapStats::get().total_blocks);
+        }
+    }
+    let after = dhat::HeapStats::get().total_blocks;
+    assert_eq!(packets, 20_003);
+    let allocs = after - before.unwrap();
+    assert_eq!(allocs, 0, "{allocs} allocations over {} packets", packets - 100);
+    an.finish(&mut sink);
+    assert_eq!(finished, 1);
+}
