@@ -1,0 +1,8 @@
+//! # tcpwhy-lab: reproduce TCP latency pathologies on the local kernel
+//!
+//! Builds a client -- router -- server topology of network namespaces, runs tcpwhy's own
+//! traffic in them with the socket options each scenario needs, delays and drops packets in
+//! the router through NFQUEUE, captures on a veth with AF_PACKET, and measures every scenario
+//! with and without its fix.
+
+pub mod emulator;
