@@ -4,5 +4,13 @@
 //! traffic in them with the socket options each scenario needs, delays and drops packets in
 //! the router through NFQUEUE, captures on a veth with AF_PACKET, and measures every scenario
 //! with and without its fix.
+#![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod emulator;
+pub mod os;
+pub mod run;
+pub mod scenarios;
+pub mod stats;
+pub mod topo;
+pub mod traffic;

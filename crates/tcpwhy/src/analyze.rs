@@ -19,6 +19,9 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         max_connections: args.max_connections.max(1),
         ..Config::default()
     };
+    if let Some(iface) = &args.interface {
+        return run_live(iface, args, cfg);
+    }
     let mut capture = match Capture::open(&args.files) {
         Ok(c) => c,
         Err(e) => {
@@ -26,18 +29,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let out: Box<dyn Write> = match &args.output {
-        Some(path) => {
-            Box::new(BufWriter::new(File::create(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
-            })?))
-        }
-        None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
-    };
-    let mut printer: Box<dyn Printer> = match args.format {
-        Format::Json => Box::new(output::json::JsonPrinter::new(out)),
-        Format::Text => Box::new(output::text::TextPrinter::new(out, args.top)),
-    };
+    let mut printer = printer(args, false)?;
 
     let mut analyzer = Analyzer::new(cfg);
     let mut fatal = None;
@@ -83,5 +75,58 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         eprintln!("tcpwhy: {e}");
         return Ok(ExitCode::from(2));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
+    let out: Box<dyn Write> = match &args.output {
+        Some(path) => {
+            Box::new(BufWriter::new(File::create(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
+            })?))
+        }
+        None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
+    };
+    Ok(match args.format {
+        Format::Json => Box::new(output::json::JsonPrinter::new(out, live)),
+        Format::Text => Box::new(output::text::TextPrinter::new(out, args.top, live)),
+    })
+}
+
+/// `--interface`: capture live (AF_PACKET, the lab's capture module) until Ctrl-C.
+fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode> {
+    let mut cap = match tcpwhy_lab::capture::LiveCapture::open(Some(iface)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tcpwhy: --interface {iface}: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let stop = tcpwhy_lab::os::interrupt_flag()?;
+    let mut printer = printer(args, true)?;
+    let mut analyzer = Analyzer::new(cfg);
+    let mut frame = 0u64;
+    eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");
+    while !tcpwhy_lab::os::interrupted(&stop) {
+        if let Some(p) = cap.next()? {
+            frame += 1;
+            let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
+            analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut sink);
+        }
+        printer.check()?;
+    }
+    let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
+    analyzer.finish(&mut sink);
+    let tracker_stats = analyzer.tracker().stats().clone();
+    let files = [format!("live:{iface}")];
+    let report = Report {
+        files: &files,
+        stats: analyzer.stats(),
+        tracker: &tracker_stats,
+        containers: &Default::default(),
+        warnings: &[],
+        error: None,
+    };
+    printer.summary(&report)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod analyze;
+mod lab;
 mod output;
 mod time;
 
@@ -24,6 +25,9 @@ struct Cli {
 enum Command {
     /// Read captures (pcap/pcapng, optionally gzip or zstd) and report every TCP connection.
     Analyze(AnalyzeArgs),
+    /// Reproduce each latency pathology on this kernel in network namespaces (root).
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -37,8 +41,12 @@ pub enum Format {
 #[derive(clap::Args)]
 pub struct AnalyzeArgs {
     /// Capture files, read as one capture merged by timestamp; `-` reads standard input.
-    #[arg(required = true, value_name = "CAPTURE")]
+    #[arg(required_unless_present = "interface", value_name = "CAPTURE")]
     pub files: Vec<String>,
+    /// Analyze live traffic on this interface (root) until Ctrl-C, printing connections as
+    /// they finish and the summary at the end.
+    #[arg(long, short = 'i', value_name = "IFACE", conflicts_with = "files")]
+    pub interface: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -61,6 +69,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(&args),
+        Command::Lab(cmd) => lab::run(&cmd),
     };
     match result {
         Ok(code) => code,

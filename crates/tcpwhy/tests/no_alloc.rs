@@ -74,7 +74,12 @@ fn no_allocation_per_packet() {
     let after = dhat::HeapStats::get().total_blocks;
     assert_eq!(packets, 20_003);
     let allocs = after - before.unwrap();
-    assert_eq!(allocs, 0, "{allocs} allocations over {} packets", packets - 100);
+    assert_eq!(
+        allocs,
+        0,
+        "{allocs} allocations over {} packets",
+        packets - 100
+    );
     an.finish(&mut sink);
     assert_eq!(finished, 1);
 }

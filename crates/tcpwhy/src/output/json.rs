@@ -13,14 +13,17 @@ pub struct JsonPrinter {
     out: Box<dyn Write>,
     err: Option<io::Error>,
     vantage: [u64; 5],
+    /// Flush after every record (live capture: records as they happen).
+    live: bool,
 }
 
 impl JsonPrinter {
-    pub fn new(out: Box<dyn Write>) -> JsonPrinter {
+    pub fn new(out: Box<dyn Write>, live: bool) -> JsonPrinter {
         JsonPrinter {
             out,
             err: None,
             vantage: [0; 5],
+            live,
         }
     }
 
@@ -30,7 +33,8 @@ impl JsonPrinter {
         }
         let r = serde_json::to_writer(&mut self.out, v)
             .map_err(io::Error::from)
-            .and_then(|_| self.out.write_all(b"\n"));
+            .and_then(|_| self.out.write_all(b"\n"))
+            .and_then(|_| if self.live { self.out.flush() } else { Ok(()) });
         if let Err(e) = r {
             self.err = Some(e);
         }

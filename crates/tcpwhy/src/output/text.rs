@@ -35,10 +35,12 @@ pub struct TextPrinter {
     with_retrans: u64,
     inferred_roles: u64,
     reused_tuples: u64,
+    /// Print a line per connection as it finishes (live capture).
+    live: bool,
 }
 
 impl TextPrinter {
-    pub fn new(out: Box<dyn Write>, top: usize) -> TextPrinter {
+    pub fn new(out: Box<dyn Write>, top: usize, live: bool) -> TextPrinter {
         TextPrinter {
             out,
             err: None,
@@ -50,6 +52,7 @@ impl TextPrinter {
             with_retrans: 0,
             inferred_roles: 0,
             reused_tuples: 0,
+            live,
         }
     }
 }
@@ -89,6 +92,25 @@ impl Printer for TextPrinter {
         self.with_retrans += u64::from(retrans > 0);
         self.inferred_roles += u64::from(c.role.inferred());
         self.reused_tuples += u64::from(c.prev.is_some());
+        if self.live && self.err.is_none() {
+            let r = writeln!(
+                self.out,
+                "#{} {} -> {}  {}  {} pkts  {} / {}  retr {}  {}",
+                c.id,
+                endpoint(c.client.addr, c.client.port),
+                endpoint(c.server.addr, c.server.port),
+                fmt_ms(c.duration_ns()),
+                c.packets(),
+                fmt_bytes(c.client.unique_bytes),
+                fmt_bytes(c.server.unique_bytes),
+                retrans,
+                close.kind()
+            )
+            .and_then(|_| self.out.flush());
+            if let Err(e) = r {
+                self.err = Some(e);
+            }
+        }
         if self.top == 0 {
             return;
         }

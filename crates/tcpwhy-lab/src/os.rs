@@ -1,0 +1,72 @@
+//! The one module that talks to the OS directly: namespaces, privileges, signals and command
+//! execution. Everything here goes through nix, socket2 and std's safe wrappers.
+
+use nix::sched::{setns, CloneFlags};
+use std::fs::File;
+use std::io;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// True when running as root (the lab needs CAP_NET_ADMIN and CAP_SYS_ADMIN).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Move the calling thread into the named network namespace (`ip netns` name). Sockets the
+/// thread creates afterwards live in that namespace.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let f = File::open(format!("/var/run/netns/{name}"))
+        .map_err(|e| io::Error::new(e.kind(), format!("netns {name}: {e}")))?;
+    setns(&f, CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
+}
+
+/// Run `f` on a new thread inside namespace `ns`.
+pub fn spawn_in<T, F>(ns: &str, f: F) -> std::thread::JoinHandle<io::Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+{
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        enter_netns(&ns)?;
+        f()
+    })
+}
+
+/// Run a command to completion; its stderr becomes the error message when it fails.
+pub fn run(cmd: &str, args: &[&str]) -> io::Result<String> {
+    // Administration tools live in sbin, which a user's PATH may lack.
+    let mut result = Command::new(cmd).args(args).output();
+    for dir in ["/usr/sbin", "/sbin"] {
+        match &result {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                result = Command::new(format!("{dir}/{cmd}")).args(args).output();
+            }
+            _ => break,
+        }
+    }
+    let out =
+        result.map_err(|e| io::Error::new(e.kind(), format!("{cmd}: {e} (is it installed?)")))?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A flag set by SIGINT/SIGTERM: loops check it to stop early, cleanup runs on the way out.
+pub fn interrupt_flag() -> io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag))?;
+    }
+    Ok(flag)
+}
+
+pub fn interrupted(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Relaxed)
+}

@@ -1,0 +1,252 @@
+//! `tcpwhy lab`: run the scenarios of `tcpwhy-lab` and report broken against fixed.
+
+use serde_json::json;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tcpwhy_lab::run::{phase_json, CaptureTarget, Ctx, Outcome, RunOptions};
+use tcpwhy_lab::scenarios::{Scenario, SCENARIOS};
+use tcpwhy_lab::stats::ms;
+use tcpwhy_lab::{os, topo};
+
+#[derive(clap::Subcommand)]
+pub enum LabCommand {
+    /// List the scenarios.
+    List,
+    /// Run scenarios (root): each with and without its fix.
+    Run(RunArgs),
+    /// Remove what a killed lab run left behind (namespaces, sysctls) (root).
+    Clean,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Scenario names (see `tcpwhy lab list`).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Run every scenario.
+    #[arg(long)]
+    pub all: bool,
+    /// Only the fast scenarios (the CI set), with shorter runs.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where captures go: a directory, or FILE whose name gets -PHASE (and -SCENARIO) added.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+    /// JSON Lines output, one object per scenario.
+    #[arg(long)]
+    pub json: bool,
+    /// stale-syn-timewait: server tcp_rfc1337=1 (the extreme: about a minute per reconnect).
+    #[arg(long)]
+    pub rfc1337: bool,
+    /// seed000-reproducer: seconds to loop.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+}
+
+fn need_root(what: &str) -> Option<ExitCode> {
+    if os::is_root() {
+        return None;
+    }
+    eprintln!(
+        "tcpwhy lab {what}: needs root (network namespaces, NFQUEUE, AF_PACKET); run it with sudo"
+    );
+    Some(ExitCode::from(2))
+}
+
+pub fn run(cmd: &LabCommand) -> io::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    match cmd {
+        LabCommand::List => {
+            for s in SCENARIOS {
+                writeln!(
+                    out,
+                    "{:<22} seed {:<4} {}{}",
+                    s.name,
+                    s.seed,
+                    s.title,
+                    if s.fast { "" } else { " (slow)" }
+                )?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Clean => {
+            if let Some(c) = need_root("clean") {
+                return Ok(c);
+            }
+            let done = topo::clean_all()?;
+            if done.is_empty() {
+                writeln!(out, "nothing to clean")?;
+            }
+            for d in done {
+                writeln!(out, "{d}")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Run(args) => run_scenarios(args, &mut out),
+    }
+}
+
+fn select(args: &RunArgs) -> Result<Vec<&'static Scenario>, String> {
+    if args.all {
+        return Ok(SCENARIOS.iter().filter(|s| !args.quick || s.fast).collect());
+    }
+    if args.names.is_empty() {
+        return Err("name a scenario (tcpwhy lab list) or use --all".into());
+    }
+    args.names
+        .iter()
+        .map(|n| {
+            SCENARIOS
+                .iter()
+                .find(|s| s.name == n)
+                .ok_or_else(|| format!("no scenario {n:?} (tcpwhy lab list)"))
+        })
+        .collect()
+}
+
+fn capture_target(args: &RunArgs, several: bool) -> CaptureTarget {
+    match &args.capture {
+        None => CaptureTarget::Dir(PathBuf::from("/tmp/tcpwhy-lab")),
+        Some(p) if p.is_dir() || p.to_string_lossy().ends_with('/') => {
+            CaptureTarget::Dir(p.clone())
+        }
+        Some(p) => {
+            let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            let stem = p
+                .file_stem()
+                .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
+            let ext = p
+                .extension()
+                .map_or("pcap".into(), |s| s.to_string_lossy().into_owned());
+            CaptureTarget::Prefix(dir, stem, ext, several)
+        }
+    }
+}
+
+fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
+    let chosen = match select(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tcpwhy lab run: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if let Some(c) = need_root("run") {
+        return Ok(c);
+    }
+    let stop = os::interrupt_flag()?;
+    let ctx = Ctx {
+        opts: RunOptions {
+            capture: capture_target(args, chosen.len() > 1),
+            quick: args.quick,
+            rfc1337: args.rfc1337,
+            seconds: args.seconds,
+        },
+        stop,
+    };
+    let mut failed = 0;
+    for s in chosen {
+        if ctx.interrupted() {
+            break;
+        }
+        if !args.json {
+            writeln!(out, "== {} (seed {}): {}", s.name, s.seed, s.title)?;
+            writeln!(out, "   breaks: {}", s.breaks)?;
+            writeln!(out, "   fix:    {}", s.fix)?;
+            out.flush()?;
+        }
+        let t0 = std::time::Instant::now();
+        let result = (s.run)(&ctx);
+        let secs = t0.elapsed().as_secs_f64();
+        match &result {
+            Ok(o) if args.json => {
+                let v = json!({
+                    "type": "lab",
+                    "scenario": s.name,
+                    "seed": s.seed,
+                    "title": s.title,
+                    "breaks": s.breaks,
+                    "fix": s.fix,
+                    "seconds": (secs * 10.0).round() / 10.0,
+                    "phases": o.phases.iter().map(phase_json).collect::<Vec<_>>(),
+                    "ratio_p50": ratio(o),
+                    "notes": o.notes,
+                    "error": null,
+                });
+                writeln!(out, "{v}")?;
+            }
+            Ok(o) => print_outcome(out, o, secs)?,
+            Err(e) => {
+                failed += 1;
+                if args.json {
+                    let v = json!({"type": "lab", "scenario": s.name, "error": e.to_string()});
+                    writeln!(out, "{v}")?;
+                } else {
+                    writeln!(out, "   FAILED: {e}")?;
+                }
+            }
+        }
+        out.flush()?;
+    }
+    if ctx.interrupted() {
+        eprintln!("tcpwhy lab: interrupted; everything the run set up was removed");
+        return Ok(ExitCode::from(130));
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// p50 of the first phase (broken) over p50 of the second (fixed or control).
+fn ratio(o: &Outcome) -> Option<f64> {
+    let a = o.phases.first()?.latencies.p50()?;
+    let b = o.phases.get(1)?.latencies.p50()?;
+    if b.is_zero() {
+        return None;
+    }
+    Some((a.as_secs_f64() / b.as_secs_f64() * 10.0).round() / 10.0)
+}
+
+fn fmt(d: Option<std::time::Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.3} ms", ms(d)))
+}
+
+fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()> {
+    for p in &o.phases {
+        let l = &p.latencies;
+        writeln!(
+            out,
+            "   {:<14} {}: p50 {}  p99 {}  max {}  (n={})",
+            p.name,
+            p.metric,
+            fmt(l.p50()),
+            fmt(l.p99()),
+            fmt(l.max()),
+            l.len()
+        )?;
+        for s in &p.settings {
+            writeln!(out, "   {:<14}   set: {s}", "")?;
+        }
+        for a in &p.analyzer {
+            writeln!(out, "   {:<14}   capture shows: {a}", "")?;
+        }
+        if let Some(c) = &p.capture {
+            writeln!(out, "   {:<14}   capture: {}", "", c.display())?;
+        }
+    }
+    if let Some(r) = ratio(o) {
+        writeln!(
+            out,
+            "   ratio of medians ({} / {}): {r}x",
+            o.phases[0].name, o.phases[1].name
+        )?;
+    }
+    for n in &o.notes {
+        writeln!(out, "   note: {n}")?;
+    }
+    writeln!(out, "   ({secs:.1} s)")?;
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! `tcpwhy lab` end to end on this kernel (root: CI runs as root). Runs the fast scenarios in
+//! their quick form and checks that each reproduces its pathology, that the fix removes it,
+//! that the captures show it, and that nothing is left behind, also after SIGKILL.
+//!
+//! Without root these tests fail with a message; set TCPWHY_SKIP_LAB=1 to skip them.
+
+mod common;
+use common::tcpwhy;
+use serde_json::Value;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Lab runs share the machine's netfilter queue numbers and CPU: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root && std::env::var("TCPWHY_SKIP_LAB").as_deref() != Ok("1") {
+        panic!("the lab tests need root (CI runs as root); TCPWHY_SKIP_LAB=1 skips them");
+    }
+    root
+}
+
+fn lab_namespaces() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("twlab{}", "")) && !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn run_json(name: &str, dir: &std::path::Path) -> Value {
+    let d = format!("{}/", dir.display());
+    let out = tcpwhy(&["lab", "run", name, "--quick", "--json", "--capture", &d]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().next().expect("one line")).expect("JSON")
+}
+
+fn phase<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}: {v}"))
+}
+
+fn p50(v: &Value, name: &str) -> f64 {
+    phase(v, name)["p50_ms"].as_f64().unwrap()
+}
+
+fn tmpdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tcpwhy-labtest-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn fast_scenarios_reproduce_and_fixes_remove_them() {
+    if !root_or_skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmpdir("fast");
+    let before = lab_namespaces();
+
+    // Seed 004: TIME-WAIT answers with old numbers; the retry costs milliseconds (Linux >= 5.6
+    // retries 2 jiffies after its RST); with timestamps the SYN is accepted at once.
+    let v = run_json("stale-syn-timewait", &dir);
+    assert!(p50(&v, "broken") > 2.0, "{v}");
+    assert!(p50(&v, "fixed") < 2.0, "{v}");
+    let a = phase(&v, "broken")["analyzer"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        a.starts_with("5 of"),
+        "every reconnect shows the exchange: {a}"
+    );
+    assert!(phase(&v, "fixed")["analyzer"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("0 of"));
+
+    // Seed 000: the lost RST leaves a stale socket; the challenge ACK costs the same retry.
+    let v = run_json("stale-syn-lost-rst", &dir);
+    assert!(p50(&v, "broken") > 2.0, "{v}");
+    assert!(p50(&v, "control") < 2.0, "{v}");
+    assert!(
+        phase(&v, "broken")["extra"]["emulator_dropped"]
+            .as_u64()
+            .unwrap()
+            >= 5
+    );
+    assert!(
+        phase(&v, "broken")["analyzer"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("5 of"),
+        "{v}"
+    );
+
+    // Seed 001's class: the second write waits for the server's delayed ACK (>= 40 ms).
+    let v = run_json("nagle-delayed-ack", &dir);
+    assert!(p50(&v, "broken") > 30.0, "{v}");
+    assert!(p50(&v, "fixed") < 5.0, "{v}");
+
+    // A full accept queue drops SYNs: they wait about a second for the retransmission.
+    let v = run_json("syn-backlog-full", &dir);
+    assert!(
+        phase(&v, "broken")["max_ms"].as_f64().unwrap() > 900.0,
+        "{v}"
+    );
+    assert!(
+        phase(&v, "fixed")["max_ms"].as_f64().unwrap() < 500.0,
+        "{v}"
+    );
+
+    // Tail loss: recovery by probe or RTO costs far more than the 20 ms round trip.
+    let v = run_json("tail-loss", &dir);
+    assert!(
+        phase(&v, "broken")["extra"]["emulator_dropped"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{v}"
+    );
+    assert!(
+        phase(&v, "broken")["max_ms"].as_f64().unwrap()
+            > phase(&v, "control")["max_ms"].as_f64().unwrap() + 20.0,
+        "{v}"
+    );
+
+    // Seed 000's own loop: no connection over 100 ms on this kernel.
+    let v = run_json("seed000-reproducer", &dir);
+    let extra = &phase(&v, "seed-loop")["extra"];
+    assert!(extra["connections"].as_u64().unwrap() > 500, "{v}");
+    assert_eq!(extra["over_100ms"], 0, "{v}");
+
+    // Each capture was written and is a capture tcpwhy reads.
+    for f in [
+        "stale-syn-timewait-broken.pcap",
+        "nagle-delayed-ack-fixed.pcap",
+        "tail-loss-broken.pcap",
+    ] {
+        let p = dir.join(f);
+        let out = tcpwhy(&["analyze", "--format", "json", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{f}");
+    }
+    assert_eq!(lab_namespaces(), before, "namespaces left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn killed_run_is_cleaned_by_lab_clean() {
+    if !root_or_skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmpdir("kill");
+    let before = lab_namespaces();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["lab", "run", "nagle-delayed-ack", "--capture"])
+        .arg(format!("{}/", dir.display()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mine = |n: &String| n.starts_with(&format!("twlab{pid}x"));
+    while !lab_namespaces().iter().any(mine) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        lab_namespaces().iter().any(mine),
+        "the run never built its namespaces"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    child.wait().unwrap();
+    assert!(
+        lab_namespaces().iter().any(mine),
+        "SIGKILL left the namespaces (as expected)"
+    );
+    let out = tcpwhy(&["lab", "clean"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deleted namespace"));
+    assert!(
+        !lab_namespaces().iter().any(mine),
+        "lab clean left namespaces"
+    );
+    assert_eq!(lab_namespaces(), before);
+    assert!(!std::fs::read_dir("/run/tcpwhy-lab")
+        .map(|d| d.flatten().any(|e| e
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&format!("twlab{pid}x"))))
+        .unwrap_or(false));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lab_list_needs_no_root_and_names_every_scenario() {
+    let out = tcpwhy(&["lab", "list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "stale-syn-timewait",
+        "stale-syn-lost-rst",
+        "seed000-reproducer",
+        "slow-start-after-idle",
+        "nagle-delayed-ack",
+        "ehash-chain",
+        "syn-backlog-full",
+        "tail-loss",
+    ] {
+        assert!(text.contains(name), "{name} missing");
+    }
+}
