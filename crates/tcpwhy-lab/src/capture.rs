@@ -80,6 +80,7 @@ impl LiveCapture {
     }
 
     /// The next frame, or `None` when nothing arrived within about 50 ms.
+    #[allow(clippy::should_implement_trait)] // a lending iterator: `Iterator` cannot express it
     pub fn next(&mut self) -> io::Result<Option<LivePacket<'_>>> {
         loop {
             let (len, ts, ifindex, hatype) = {

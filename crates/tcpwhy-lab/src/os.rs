@@ -70,3 +70,11 @@ pub fn interrupt_flag() -> io::Result<Arc<AtomicBool>> {
 pub fn interrupted(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Relaxed)
 }
+
+/// Pin the calling thread to one CPU, so that two threads playing ping-pong share a core and
+/// a measurement does not depend on where the scheduler happened to put them.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(io::Error::from)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
+}

@@ -1,10 +1,11 @@
 //! tcpwhy's own clients and servers, with the socket options the scenarios need.
 
 use socket2::{Domain, SockAddr, Socket, Type};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Default)]
@@ -61,24 +62,33 @@ pub fn listen(at: SocketAddr, backlog: i32, o: &SockOpts) -> io::Result<TcpListe
     Ok(s.into())
 }
 
-/// Accept until `stop`; hand each connection to `handle` on its own thread. At the stop,
-/// connections still open are shut down (their handlers' reads return) and joined. Returns
-/// the number of connections accepted.
+/// Accept until `stop`; hand each connection to `handle` on its own thread. The socket closes
+/// as soon as its handler returns; at the stop, connections still open are shut down (their
+/// handlers' reads return) and joined. Returns the number of connections accepted.
 pub fn serve<F>(l: TcpListener, stop: Arc<AtomicBool>, handle: F) -> io::Result<u64>
 where
     F: Fn(TcpStream) + Send + Sync + 'static,
 {
     let handle = Arc::new(handle);
+    // A second handle on every open connection, so the stop can unblock its handler.
+    let open: Arc<Mutex<HashMap<u64, TcpStream>>> = Arc::default();
     let mut n = 0;
-    let mut workers: Vec<(std::thread::JoinHandle<()>, TcpStream)> = Vec::new();
+    let mut workers = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match l.accept() {
             Ok((s, _)) => {
                 n += 1;
                 s.set_read_timeout(Some(Duration::from_secs(120)))?;
-                let keep = s.try_clone()?;
-                let h = Arc::clone(&handle);
-                workers.push((std::thread::spawn(move || h(s)), keep));
+                if let Ok(mut m) = open.lock() {
+                    m.insert(n, s.try_clone()?);
+                }
+                let (h, open) = (Arc::clone(&handle), Arc::clone(&open));
+                workers.push(std::thread::spawn(move || {
+                    h(s);
+                    if let Ok(mut m) = open.lock() {
+                        m.remove(&n);
+                    }
+                }));
             }
             Err(e)
                 if matches!(
@@ -88,10 +98,14 @@ where
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        workers.retain(|(w, _)| !w.is_finished());
+        workers.retain(|w| !w.is_finished());
     }
-    for (w, s) in workers {
-        let _ = s.shutdown(std::net::Shutdown::Both);
+    if let Ok(m) = open.lock() {
+        for s in m.values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    for w in workers {
         let _ = w.join();
     }
     Ok(n)

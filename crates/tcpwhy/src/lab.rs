@@ -136,6 +136,28 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
         return Ok(c);
     }
     let stop = os::interrupt_flag()?;
+    // Ctrl-C sets `stop`; scenarios notice it between steps and clean up on the way out. If a
+    // scenario is stuck in a blocking call, the watchdog undoes this run's changes itself
+    // (what `tcpwhy lab clean` would do) and exits.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (stop, done) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if os::interrupted(&stop) {
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                if !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let cleaned = topo::clean_all().unwrap_or_default();
+                    eprintln!(
+                        "tcpwhy lab: interrupted; removed what the run set up ({} steps)",
+                        cleaned.len()
+                    );
+                    std::process::exit(130);
+                }
+                return;
+            }
+        });
+    }
     let ctx = Ctx {
         opts: RunOptions {
             capture: capture_target(args, chosen.len() > 1),
@@ -189,6 +211,7 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
         }
         out.flush()?;
     }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     if ctx.interrupted() {
         eprintln!("tcpwhy lab: interrupted; everything the run set up was removed");
         return Ok(ExitCode::from(130));
