@@ -496,6 +496,7 @@ fn drop_check(
             flags_all: TcpFlags::SYN,
             flags_none: TcpFlags::ACK,
             min_payload: 0,
+            max_payload: None,
             skip: 0,
             count: 1,
         },
@@ -505,6 +506,7 @@ fn drop_check(
             flags_all: 0,
             flags_none: 0,
             min_payload: 1,
+            max_payload: None,
             skip: 6, // the 7th response: past the 5 warm-up round trips
             count: 1,
         },

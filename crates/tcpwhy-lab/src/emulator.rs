@@ -86,6 +86,8 @@ pub struct DropRule {
     pub flags_none: u8,
     /// TCP payload at least this long.
     pub min_payload: u32,
+    /// TCP payload at most this long (`None`: no limit).
+    pub max_payload: Option<u32>,
     /// Let the first `skip` matching packets pass.
     pub skip: u32,
     /// Then drop the next `count` matching packets (0 = all further).
@@ -100,6 +102,7 @@ impl DropRule {
             && seg.flags.0 & self.flags_all == self.flags_all
             && seg.flags.0 & self.flags_none == 0
             && seg.payload_len >= self.min_payload
+            && self.max_payload.is_none_or(|m| seg.payload_len <= m)
     }
 
     /// Whether the `nth` matching packet (1-based) falls in the drop window.
@@ -1007,6 +1010,7 @@ mod tests {
         let rule = DropRule {
             src: Some(S),
             min_payload: 1,
+            max_payload: None,
             skip: 2,
             count: 2,
             ..DropRule::default()
@@ -1047,6 +1051,7 @@ mod tests {
         let data = DropRule {
             dst: Some(C),
             min_payload: 100,
+            max_payload: None,
             ..DropRule::default()
         };
         let mut d = Dropper::new(vec![data]);
@@ -1059,6 +1064,7 @@ mod tests {
     fn payload_length_comes_from_ip_header_when_copy_is_truncated() {
         let rule = DropRule {
             min_payload: 1000,
+            max_payload: None,
             ..DropRule::default()
         };
         let mut d = Dropper::new(vec![rule]);
@@ -1100,6 +1106,7 @@ mod tests {
             src: Some(IpAddr::V6(b)),
             flags_all: ACK,
             min_payload: 10,
+            max_payload: None,
             ..DropRule::default()
         };
         let mut d = Dropper::new(vec![rule]);

@@ -95,7 +95,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "tail-loss",
         seed: "-",
         title: "the last segment of a response is lost: recovery by loss probe or RTO",
-        breaks: "the router drops the last segment (PSH) of each response once; 20 ms RTT",
+        breaks: "the router drops the last segment of each response once; 20 ms RTT",
         fix: "find the loss (control: nothing dropped)",
         fast: true,
         run: tail_loss,
@@ -348,6 +348,7 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
                 flags_all: TcpFlags::RST | TcpFlags::ACK,
                 flags_none: 0,
                 min_payload: 0,
+                max_payload: None,
                 skip: 0,
                 count: 0,
             }]
@@ -1059,7 +1060,11 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
     let topo = Topology::create(&TopologyOptions::default())?;
     let mut out = Outcome::default();
     let n = if ctx.opts.quick { 8 } else { 20 };
-    const RESPONSE: usize = 10 * MSS;
+    // Nine full segments and a short tail: only the tail is shorter than TAIL_MAX, so the
+    // router can pick it out (PSH also marks segments in the middle of a response).
+    const TAIL: usize = 500;
+    const TAIL_MAX: u32 = 1000;
+    const RESPONSE: usize = 9 * MSS + TAIL;
     let server_ip: IpAddr = SERVER_ADDR.parse().map_err(io::Error::other)?;
     for (pi, label) in ["broken", "control"].into_iter().enumerate() {
         ctx.check()?;
@@ -1073,19 +1078,20 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
                 }
             }
         })?;
-        // Each response's last segment carries PSH; dropping the 1st, 3rd, 5th ... PSH data
-        // segment drops every tail once and lets its retransmission through.
+        // Dropping the 1st, 3rd, 5th ... short data segment drops every tail once and lets its
+        // retransmission (loss probe or RTO) through.
         let drops = if label == "broken" {
             phase
                 .settings
-                .push("router drops the last (PSH) segment of each response once".into());
+                .push("router drops the last (short) segment of each response once".into());
             (0..n as u32)
                 .map(|i| DropRule {
                     src: Some(server_ip),
                     dst: None,
-                    flags_all: TcpFlags::PSH,
+                    flags_all: 0,
                     flags_none: 0,
                     min_payload: 1,
+                    max_payload: Some(TAIL_MAX),
                     skip: 2 * i,
                     count: 1,
                 })
