@@ -14,6 +14,9 @@ use std::time::Duration;
 
 /// ETH_P_ALL (linux/if_ether.h): every protocol.
 const ETH_P_ALL: u16 = 0x0003;
+/// linux/if_arp.h and linux/if_packet.h.
+const ARPHRD_LOOPBACK: u16 = 772;
+const PACKET_OUTGOING: u8 = 4;
 /// LINKTYPE_ETHERNET.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 
@@ -83,7 +86,7 @@ impl LiveCapture {
     #[allow(clippy::should_implement_trait)] // a lending iterator: `Iterator` cannot express it
     pub fn next(&mut self) -> io::Result<Option<LivePacket<'_>>> {
         loop {
-            let (len, ts, ifindex, hatype) = {
+            let (len, ts, ifindex, hatype, pkttype) = {
                 let mut iov = [IoSliceMut::new(&mut self.buf)];
                 let msg = match recvmsg::<LinkAddr>(
                     self.sock.as_raw_fd(),
@@ -106,8 +109,14 @@ impl LiveCapture {
                 }
                 let ifindex = msg.address.map_or(0, |a| a.ifindex());
                 let hatype = msg.address.map_or(1, |a| a.hatype());
-                (msg.bytes, ts, ifindex, hatype)
+                let pkttype = msg.address.map_or(0, |a| a.pkttype());
+                (msg.bytes, ts, ifindex, hatype, pkttype)
             };
+            // On loopback every packet passes twice, going out and coming in; keep one copy
+            // (as libpcap does).
+            if hatype == ARPHRD_LOOPBACK && pkttype == PACKET_OUTGOING {
+                continue;
+            }
             if self.ifindex.is_some_and(|i| i != ifindex) {
                 continue;
             }

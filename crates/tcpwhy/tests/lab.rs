@@ -235,3 +235,64 @@ fn lab_list_needs_no_root_and_names_every_scenario() {
         assert!(text.contains(name), "{name} missing");
     }
 }
+
+#[test]
+fn analyze_interface_reports_live_connections_until_ctrl_c() {
+    if !root_or_skip() {
+        return;
+    }
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["analyze", "--interface", "lo", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let server = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut b = [0u8; 5];
+            s.read_exact(&mut b).unwrap();
+            s.write_all(b"world").unwrap();
+        }
+    });
+    for _ in 0..3 {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        c.read_exact(&mut b).unwrap();
+    }
+    server.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Ctrl-C: the summary comes after it.
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let server_ep = format!("127.0.0.1:{port}");
+    let mine: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["server"] == server_ep.as_str())
+        .collect();
+    assert_eq!(mine.len(), 3, "{text}");
+    for c in mine {
+        assert_eq!(c["c2s"]["unique_bytes"], 5);
+        assert_eq!(c["s2c"]["unique_bytes"], 5);
+        assert_eq!(c["vantage"], "local");
+    }
+    assert_eq!(records.last().unwrap()["type"], "summary");
+    assert_eq!(records.last().unwrap()["files"][0], "live:lo");
+}
