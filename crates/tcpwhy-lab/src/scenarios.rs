@@ -344,13 +344,8 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
             // has no ACK bit and must pass.
             vec![DropRule {
                 src: Some(client_ip),
-                dst: None,
                 flags_all: TcpFlags::RST | TcpFlags::ACK,
-                flags_none: 0,
-                min_payload: 0,
-                max_payload: None,
-                skip: 0,
-                count: 0,
+                ..DropRule::default()
             }]
         } else {
             phase.settings.push("router forwards everything".into());
@@ -1087,13 +1082,11 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
             (0..n as u32)
                 .map(|i| DropRule {
                     src: Some(server_ip),
-                    dst: None,
-                    flags_all: 0,
-                    flags_none: 0,
                     min_payload: 1,
                     max_payload: Some(TAIL_MAX),
                     skip: 2 * i,
                     count: 1,
+                    ..DropRule::default()
                 })
                 .collect()
         } else {

@@ -176,30 +176,9 @@ impl Topology {
                 ],
             )?;
         }
-        os::run(
-            "ip",
-            &[
-                "-n",
-                c,
-                "route",
-                "add",
-                "default",
-                "via",
-                ROUTER_CLIENT_SIDE,
-            ],
-        )?;
-        os::run(
-            "ip",
-            &[
-                "-n",
-                s,
-                "route",
-                "add",
-                "default",
-                "via",
-                ROUTER_SERVER_SIDE,
-            ],
-        )?;
+        for (ns, via) in [(c, ROUTER_CLIENT_SIDE), (s, ROUTER_SERVER_SIDE)] {
+            os::run("ip", &["-n", ns, "route", "add", "default", "via", via])?;
+        }
         self.sysctl(r, "net.ipv4.ip_forward", "1")?;
         Ok(())
     }
