@@ -107,6 +107,9 @@ pub struct Endpoint {
     pub keepalives: u32,
     /// Bytes this side's peer acknowledged that the capture never saw this side send.
     pub unseen_acked_bytes: u64,
+    /// This side sent first IP fragments (their payload counts that fragment only, so the
+    /// peer acknowledges more than was seen).
+    pub ip_fragments: bool,
     pub mss: Option<u16>,
     /// Window scale from the SYN (RFC 7323 section 2.2).
     pub window_scale: Option<u8>,
@@ -151,6 +154,7 @@ impl Endpoint {
             out_of_order: 0,
             keepalives: 0,
             unseen_acked_bytes: 0,
+            ip_fragments: false,
             mss: None,
             window_scale: None,
             sack_permitted: false,
@@ -175,6 +179,7 @@ impl Endpoint {
     pub(crate) fn on_send(&mut self, seg: &TcpSegment, at: At, frame_len: u32) -> bool {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
+        self.ip_fragments |= seg.first_fragment;
         self.last_ts = at.ts_ns;
         let o = &seg.options;
         if o.timestamp.is_some() {

@@ -15,7 +15,23 @@ use tcpwhy_wire::TcpSegment;
 
 /// Receives every connection once, when the tracker is done with it.
 pub trait Sink {
+    /// A connection the tracker is done with (closed, expired, superseded, or at the end).
     fn connection(&mut self, c: &Connection);
+    /// Every segment, after the tracker accounted it (detectors watch these).
+    fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>) {}
+}
+
+/// One segment as the tracker saw it, for detectors.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentEvent<'a> {
+    pub seg: &'a TcpSegment,
+    pub at: At,
+    /// Which side sent it.
+    pub from: Side,
+    /// It carried sequence space never seen before.
+    pub new_data: bool,
+    /// It carried payload already sent (a retransmission; keep-alives excluded).
+    pub retransmission: bool,
 }
 
 impl<F: FnMut(&Connection)> Sink for F {
@@ -184,7 +200,18 @@ impl Tracker {
                 self.create(key, seg, at, prev, sink)
             }
         };
-        self.update(slot, seg, at, frame_len);
+        if let Some((from, new_data, retransmission)) = self.update(slot, seg, at, frame_len) {
+            if let Some(c) = self.slots[slot as usize].as_ref() {
+                let ev = SegmentEvent {
+                    seg,
+                    at,
+                    from,
+                    new_data,
+                    retransmission,
+                };
+                sink.segment(c, &ev);
+            }
+        }
     }
 
     /// A SYN (no ACK) that cannot belong to the connection now on the tuple.
@@ -257,10 +284,15 @@ impl Tracker {
         slot
     }
 
-    fn update(&mut self, slot: u32, seg: &TcpSegment, at: At, frame_len: u32) {
-        let Some(c) = self.slots[slot as usize].as_mut() else {
-            return;
-        };
+    /// Account one segment; returns (sender, carried new data, was a retransmission).
+    fn update(
+        &mut self,
+        slot: u32,
+        seg: &TcpSegment,
+        at: At,
+        frame_len: u32,
+    ) -> Option<(Side, bool, bool)> {
+        let c = self.slots[slot as usize].as_mut()?;
         c.last = at;
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
         let side = if from_client {
@@ -313,7 +345,9 @@ impl Tracker {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
         };
+        let retrans_before = me.retrans_segments;
         let had_new = me.on_send(seg, at, frame_len);
+        let retransmission = me.retrans_segments != retrans_before;
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {
                 me.on_tsval(tsval, at.ts_ns);
@@ -350,6 +384,7 @@ impl Tracker {
             c.client.rst = None;
             c.server.rst = None;
         }
+        Some((side, had_new, retransmission))
     }
 
     fn live(&self, t: &Timer) -> Option<&Connection> {

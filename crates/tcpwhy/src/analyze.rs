@@ -1,11 +1,12 @@
 //! `tcpwhy analyze`: captures -> connections -> a report.
 
-use crate::output::{self, Printer, Report};
+use crate::output::{self, Printer, Report, ToPrinter};
 use crate::{AnalyzeArgs, Format};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use tcpwhy_capture::Capture;
+use tcpwhy_detect::Detectors;
 use tcpwhy_track::{Analyzer, Config};
 
 pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
@@ -33,11 +34,15 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
 
     let mut analyzer = Analyzer::new(cfg);
     let mut fatal = None;
+    let mut to = ToPrinter {
+        printer: &mut *printer,
+        ids: Default::default(),
+    };
+    let mut det = Detectors::new(&args.disable, &mut to);
     loop {
         match capture.next() {
             Ok(Some(p)) => {
-                let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
-                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut sink);
+                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
             }
             Ok(None) => break,
             Err(e) => {
@@ -45,11 +50,12 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
                 break;
             }
         }
-        printer.check()?;
+        det.check()?;
     }
-    let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
-    analyzer.finish(&mut sink);
-    printer.check()?;
+    analyzer.finish(&mut det);
+    det.check()?;
+    drop(det);
+    let found = std::mem::take(&mut to.ids);
 
     let mut warnings: Vec<String> = capture.warnings().iter().map(|w| w.to_string()).collect();
     let tracker_stats = analyzer.tracker().stats().clone();
@@ -75,7 +81,22 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         eprintln!("tcpwhy: {e}");
         return Ok(ExitCode::from(2));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(fail_on(args, &found))
+}
+
+/// `--fail-on ID[,ID]`: exit 1 when any of them was found (for CI gates).
+fn fail_on(args: &AnalyzeArgs, found: &std::collections::BTreeMap<&'static str, u64>) -> ExitCode {
+    let hit: Vec<String> = args
+        .fail_on
+        .iter()
+        .filter_map(|id| found.get(id.as_str()).map(|n| format!("{id} ({n})")))
+        .collect();
+    if hit.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("tcpwhy: --fail-on: found {}", hit.join(", "));
+        ExitCode::from(1)
+    }
 }
 
 fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
@@ -107,16 +128,21 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");
+    let mut to = ToPrinter {
+        printer: &mut *printer,
+        ids: Default::default(),
+    };
+    let mut det = Detectors::new(&args.disable, &mut to);
     while !tcpwhy_lab::os::interrupted(&stop) {
         if let Some(p) = cap.next()? {
             frame += 1;
-            let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
-            analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut sink);
+            analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
         }
-        printer.check()?;
+        det.check()?;
     }
-    let mut sink = |c: &tcpwhy_track::Connection| printer.connection(c);
-    analyzer.finish(&mut sink);
+    analyzer.finish(&mut det);
+    drop(det);
+    let found = std::mem::take(&mut to.ids);
     let tracker_stats = analyzer.tracker().stats().clone();
     let files = [format!("live:{iface}")];
     let report = Report {
@@ -128,5 +154,5 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         error: None,
     };
     printer.summary(&report)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(fail_on(args, &found))
 }

@@ -25,6 +25,11 @@ struct Cli {
 enum Command {
     /// Read captures (pcap/pcapng, optionally gzip or zstd) and report every TCP connection.
     Analyze(AnalyzeArgs),
+    /// What a finding id means: its signal, evidence, false positives and references.
+    Explain {
+        /// A finding id; without one, list them all.
+        id: Option<String>,
+    },
     /// Reproduce each latency pathology on this kernel in network namespaces (root).
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -60,6 +65,12 @@ pub struct AnalyzeArgs {
     /// Finish a connection after this many seconds without a packet (capture time).
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub idle_timeout: f64,
+    /// Turn a detector off (repeatable; `tcpwhy explain` lists them).
+    #[arg(long, value_name = "ID")]
+    pub disable: Vec<String>,
+    /// Exit 1 when a finding with one of these ids exists (for CI gates).
+    #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
+    pub fail_on: Vec<String>,
     /// How many of the slowest connections the text report lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -70,6 +81,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(&args),
         Command::Lab(cmd) => lab::run(&cmd),
+        Command::Explain { id } => explain(id.as_deref()),
     };
     match result {
         Ok(code) => code,
@@ -79,4 +91,31 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn explain(id: Option<&str>) -> io::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = io::stdout().lock();
+    let infos = tcpwhy_detect::infos();
+    let Some(id) = id else {
+        for i in &infos {
+            writeln!(out, "{:<20} {}", i.id, i.title)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let Some(info) = infos.iter().find(|i| i.id == id) else {
+        eprintln!("tcpwhy explain: no finding {id:?}; `tcpwhy explain` lists them");
+        return Ok(ExitCode::from(2));
+    };
+    // The detector's documentation is its file's opening `//!` comment.
+    for line in info.doc.lines().take_while(|l| l.starts_with("//!")) {
+        writeln!(
+            out,
+            "{}",
+            line.trim_start_matches("//!")
+                .strip_prefix(' ')
+                .unwrap_or("")
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -267,11 +267,15 @@ fn output_file_and_broken_pipe() {
 }
 
 #[test]
-fn text_report_leads_with_totals_and_lists_slowest() {
+fn text_report_gives_the_answer_then_totals_and_slowest() {
     let out = tcpwhy(&["analyze", &fixture("veth-mixed.pcap")]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.lines().next().unwrap();
+    let mut lines = text.lines();
+    // The answer first: this healthy capture has no latency cause.
+    assert_eq!(lines.next(), Some("No latency cause found."));
+    assert_eq!(lines.next(), Some(""));
+    let first = lines.next().unwrap();
     assert!(
         first.starts_with("226 packets, 224 TCP, 6 connections"),
         "{first}"

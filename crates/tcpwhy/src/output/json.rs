@@ -218,7 +218,33 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
     })
 }
 
+pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
+    json!({
+        "type": "finding",
+        "version": SCHEMA_VERSION,
+        "id": f.id,
+        "connection": f.connection,
+        "client": endpoint(f.client.0, f.client.1),
+        "server": endpoint(f.server.0, f.server.1),
+        "start": rfc3339(f.start_ns),
+        "end": rfc3339(f.end_ns),
+        "start_ns": f.start_ns,
+        "end_ns": f.end_ns,
+        "cost_ms": ms(f.cost_ns.max(0)),
+        "frames": f.frames,
+        "wireshark_filter": f.wireshark_filter(),
+        "explanation": f.explanation,
+        "fix": f.fix,
+        "details": f.details,
+    })
+}
+
 impl Printer for JsonPrinter {
+    fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+        let v = finding_json(f);
+        self.line(&v);
+    }
+
     fn connection(&mut self, c: &Connection) {
         self.vantage[vantage_index(c.vantage())] += 1;
         let v = connection_json(c);

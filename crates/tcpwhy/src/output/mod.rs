@@ -20,12 +20,33 @@ pub struct Report<'a> {
 }
 
 pub trait Printer {
+    /// A finding (before the record of its connection).
+    fn finding(&mut self, f: &tcpwhy_detect::Finding);
     /// A finished connection. Write errors are kept and returned by `check`.
     fn connection(&mut self, c: &Connection);
     /// The first write error so far, if any.
     fn check(&mut self) -> io::Result<()>;
     /// The end of the run.
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()>;
+}
+
+/// Lets the detectors write into a printer, counting findings per id for `--fail-on`.
+pub struct ToPrinter<'a> {
+    pub printer: &'a mut dyn Printer,
+    pub ids: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl tcpwhy_detect::Output for ToPrinter<'_> {
+    fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+        *self.ids.entry(f.id).or_insert(0) += 1;
+        self.printer.finding(f);
+    }
+    fn connection(&mut self, c: &Connection) {
+        self.printer.connection(c);
+    }
+    fn check(&mut self) -> io::Result<()> {
+        self.printer.check()
+    }
 }
 
 /// `ip:port`, with IPv6 in brackets as in URLs (`[::1]:80`).

@@ -24,7 +24,18 @@ struct Row {
     close: String,
 }
 
+/// Findings of one id, summed.
+#[derive(Default)]
+struct Cause {
+    count: u64,
+    cost_ns: i64,
+    connections: std::collections::BTreeSet<u64>,
+    /// The costliest finding, shown as the example.
+    example: Option<tcpwhy_detect::Finding>,
+}
+
 pub struct TextPrinter {
+    causes: std::collections::BTreeMap<&'static str, Cause>,
     out: Box<dyn Write>,
     err: Option<io::Error>,
     top: usize,
@@ -42,6 +53,7 @@ pub struct TextPrinter {
 impl TextPrinter {
     pub fn new(out: Box<dyn Write>, top: usize, live: bool) -> TextPrinter {
         TextPrinter {
+            causes: Default::default(),
             out,
             err: None,
             top,
@@ -76,7 +88,58 @@ fn fmt_bytes(b: u64) -> String {
     }
 }
 
+impl TextPrinter {
+    fn causes_report(&mut self) -> io::Result<()> {
+        let mut causes: Vec<(&'static str, Cause)> =
+            std::mem::take(&mut self.causes).into_iter().collect();
+        if causes.is_empty() {
+            return writeln!(self.out, "No latency cause found.\n");
+        }
+        causes.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
+        writeln!(self.out, "Causes, ranked by time lost:")?;
+        for (i, (id, c)) in causes.iter().enumerate() {
+            writeln!(
+                self.out,
+                "{:>2}. {id}: {} lost in {} finding{} on {} connection{}",
+                i + 1,
+                fmt_ms(c.cost_ns),
+                c.count,
+                if c.count == 1 { "" } else { "s" },
+                c.connections.len(),
+                if c.connections.len() == 1 { "" } else { "s" },
+            )?;
+            if let Some(f) = &c.example {
+                writeln!(
+                    self.out,
+                    "    e.g. connection {}: {}",
+                    f.connection, f.explanation
+                )?;
+                writeln!(self.out, "    fix: {}", f.fix)?;
+                writeln!(self.out, "    evidence: {}", f.wireshark_filter())?;
+            }
+        }
+        writeln!(self.out)
+    }
+}
+
 impl Printer for TextPrinter {
+    fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+        if self.live && self.err.is_none() {
+            let r = writeln!(self.out, "[{}] {}: {}", f.id, f.connection, f.explanation)
+                .and_then(|_| self.out.flush());
+            if let Err(e) = r {
+                self.err = Some(e);
+            }
+        }
+        let c = self.causes.entry(f.id).or_default();
+        c.count += 1;
+        c.cost_ns += f.cost_ns.max(0);
+        c.connections.insert(f.connection);
+        if c.example.as_ref().is_none_or(|e| f.cost_ns > e.cost_ns) {
+            c.example = Some(f.clone());
+        }
+    }
+
     fn connection(&mut self, c: &Connection) {
         self.vantage[vantage_index(c.vantage())] += 1;
         let close = c.close();
@@ -154,6 +217,7 @@ impl Printer for TextPrinter {
 
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         self.check()?;
+        self.causes_report()?;
         let s = r.stats;
         let o = &mut self.out;
         let span = match (s.first_ts, s.last_ts) {

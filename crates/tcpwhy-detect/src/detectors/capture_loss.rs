@@ -1,0 +1,49 @@
+//! # capture-loss: the capture missed packets
+//!
+//! **Signal.** A side acknowledged bytes the capture never saw its peer send (an ACK beyond
+//! the highest sequence seen, or over a gap that was never filled). The network delivered
+//! them; the capture point dropped them (a busy capturer, a mirror port, a small buffer).
+//!
+//! **Evidence.** The connection. Details: the bytes acknowledged but not captured, per side.
+//!
+//! **Cost.** None by itself; findings about the same connection are less certain.
+//!
+//! **Known false positives.** A capture that starts or ends mid-flight sees a few such bytes.
+//! Connections carrying IP fragments are skipped (tcpwhy does not reassemble them).
+//!
+//! **References.** tcp-signatures.md section 10; Wireshark's "ACKed segment that wasn't
+//! captured".
+
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::Connection;
+
+pub static INFO: Info = Info {
+    id: "capture-loss",
+    title: "the capture missed packets (ACKs for data never seen)",
+    doc: include_str!("capture_loss.rs"),
+};
+
+pub struct CaptureLoss;
+
+impl Detector for CaptureLoss {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let (cl, sv) = (c.client.unseen_acked_bytes, c.server.unseen_acked_bytes);
+        // IP fragments are not reassembled: their peers acknowledge bytes counted nowhere.
+        if cl + sv == 0 || c.client.ip_fragments || c.server.ip_fragments {
+            return;
+        }
+        let mut f = Finding::new(INFO.id, c);
+        f.frames = vec![c.first.frame, c.last.frame];
+        f.explanation = format!(
+            "The capture missed data the peers acknowledged: {cl} bytes from the client and {sv} from the server; findings on this connection are less certain."
+        );
+        f.fix = "capture with a larger buffer (tcpdump -B), a snaplen of headers only (-s 96), on a less busy host, or filter to the traffic of interest".into();
+        f.details = json!({"client_bytes_missed": cl, "server_bytes_missed": sv});
+        out.push(f);
+    }
+}

@@ -1,0 +1,73 @@
+//! The registry: every detector, one file each.
+
+mod capture_loss;
+mod fast_retransmit;
+mod nagle_delayed_ack;
+mod retx;
+mod rto_retransmission;
+mod slow_start_restart;
+mod syn_refused;
+mod syn_stale_state;
+mod syn_unanswered;
+mod zero_window;
+
+use crate::Detector;
+use rustc_hash::FxHashMap;
+use tcpwhy_track::{Connection, Side};
+
+pub fn all() -> Vec<Box<dyn Detector>> {
+    vec![
+        Box::new(syn_stale_state::SynStaleState::default()),
+        Box::new(syn_unanswered::SynUnanswered::default()),
+        Box::new(syn_refused::SynRefused::default()),
+        Box::new(slow_start_restart::SlowStartRestart::default()),
+        Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
+        Box::new(rto_retransmission::RtoRetransmission::default()),
+        Box::new(fast_retransmit::FastRetransmit::default()),
+        Box::new(zero_window::ZeroWindow::default()),
+        Box::new(capture_loss::CaptureLoss),
+    ]
+}
+
+/// Per-connection (and per-direction) state a detector keeps while a connection is open.
+#[derive(Debug)]
+pub(crate) struct PerConn<T> {
+    map: FxHashMap<(u64, bool), T>,
+}
+
+impl<T> Default for PerConn<T> {
+    fn default() -> Self {
+        PerConn {
+            map: FxHashMap::default(),
+        }
+    }
+}
+
+impl<T: Default> PerConn<T> {
+    pub fn get(&mut self, c: &Connection, side: Side) -> &mut T {
+        self.map.entry((c.id, side == Side::Client)).or_default()
+    }
+    pub fn take(&mut self, c: &Connection, side: Side) -> Option<T> {
+        self.map.remove(&(c.id, side == Side::Client))
+    }
+}
+
+/// The connection's round trip as well as the capture tells it: the handshake, else the
+/// smallest full-path sample.
+pub(crate) fn rtt_ns(c: &Connection) -> Option<i64> {
+    c.handshake
+        .rtt_ns()
+        .or_else(|| c.rtt_summary().map(|r| r.0))
+        .filter(|r| *r > 0)
+}
+
+pub(crate) fn side_name(c: &Connection, side: Side) -> String {
+    let e = c.endpoint(side);
+    let ep = match e.addr {
+        std::net::IpAddr::V4(a) => format!("{a}:{}", e.port),
+        std::net::IpAddr::V6(a) => format!("[{a}]:{}", e.port),
+    };
+    format!("the {} ({ep})", side.name())
+}
+
+pub(crate) const MS: i64 = 1_000_000;

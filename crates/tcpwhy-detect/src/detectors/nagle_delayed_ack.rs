@@ -1,0 +1,136 @@
+//! # nagle-delayed-ack: a small segment held until the peer's delayed ACK
+//!
+//! **Signal.** A sender without TCP_NODELAY sends a small segment A; the peer acknowledges it
+//! with a pure ACK only after its delayed-ACK timer (about 40 ms on Linux, up to 200 ms;
+//! 100 ms FreeBSD, 200 ms Windows), unrelated to the round trip; within microseconds of that
+//! ACK the sender's next segment B leaves: Nagle held B while A was unacknowledged.
+//!
+//! **Evidence.** A, the late ACK, B. Details: how many exchanges, the ACK delays, the RTT.
+//!
+//! **Cost.** The ACK delay, on every exchange it happens to.
+//!
+//! **Known false positives.** An application that really writes B only when the ACK arrives
+//! (rare). The delay must exceed 30 ms and three round trips to count.
+//!
+//! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
+//! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
+
+use super::{rtt_ns, side_name, PerConn, MS};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_wire::Seq;
+
+pub static INFO: Info = Info {
+    id: "nagle-delayed-ack",
+    title: "small segment held by Nagle until the peer's delayed ACK",
+    doc: include_str!("nagle_delayed_ack.rs"),
+};
+
+/// Delayed-ACK timers: 40 ms minimum on Linux to 200 ms (and 500 ms allowed by RFC 1122).
+const MIN_DELAY: i64 = 30 * MS;
+const MAX_DELAY: i64 = 500 * MS;
+/// B must follow the ACK this closely to have been waiting for it.
+const RELEASE: i64 = 2 * MS;
+const KEEP: usize = 8;
+
+#[derive(Default, Debug)]
+struct State {
+    /// The small segment waiting for its ACK: (at, end sequence).
+    pending: Option<(At, Seq)>,
+    /// The late ACK of it: (A, ACK, delay).
+    acked: Option<(At, At, i64)>,
+    /// (A, ACK, B, delay) for every occurrence (the first few kept).
+    seen: Vec<(At, At, At, i64)>,
+    count: u32,
+    total_ns: i64,
+}
+
+#[derive(Default)]
+pub struct NagleDelayedAck {
+    conns: PerConn<State>,
+}
+
+impl Detector for NagleDelayedAck {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        let seg = ev.seg;
+        if seg.flags.syn() || seg.flags.rst() {
+            return;
+        }
+        let sender = ev.from;
+        let mss = u32::from(c.endpoint(sender).mss.unwrap_or(1460)).max(536);
+        let rtt = rtt_ns(c).unwrap_or(0);
+        // The sender's side of the pattern.
+        if seg.payload_len > 0 {
+            let st = self.conns.get(c, sender);
+            if let Some((a, ack, delay)) = st.acked.take() {
+                if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
+                    st.count += 1;
+                    st.total_ns += delay;
+                    if st.seen.len() < KEEP {
+                        st.seen.push((a, ack, ev.at, delay));
+                    }
+                }
+            }
+            st.pending = if ev.new_data && !ev.retransmission && seg.payload_len < mss {
+                Some((ev.at, seg.seq + seg.payload_len))
+            } else {
+                None
+            };
+        }
+        // The peer's side: a pure ACK of the pending small segment, late.
+        let peer = sender.other();
+        let st = self.conns.get(c, peer);
+        if let Some((a, end)) = st.pending {
+            if seg.flags.ack() && seg.ack >= end {
+                st.pending = None;
+                let delay = ev.at.ts_ns - a.ts_ns;
+                let pure = seg.payload_len == 0 && !seg.flags.fin();
+                if pure && (MIN_DELAY..=MAX_DELAY).contains(&delay) && delay > 3 * rtt {
+                    st.acked = Some((a, ev.at, delay));
+                }
+            }
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        for side in [Side::Client, Side::Server] {
+            let Some(st) = self.conns.take(c, side) else {
+                continue;
+            };
+            let Some(&(a, ack, b, _)) = st.seen.first() else {
+                continue;
+            };
+            let mut delays: Vec<i64> = st.seen.iter().map(|s| s.3).collect();
+            delays.sort_unstable();
+            let median = delays[(delays.len() - 1) / 2];
+            let mut f = Finding::new(INFO.id, c);
+            f.start_ns = a.ts_ns;
+            f.end_ns = st.seen.last().map_or(b.ts_ns, |s| s.2.ts_ns);
+            f.cost_ns = st.total_ns;
+            f.frames = vec![a.frame, ack.frame, b.frame];
+            f.explanation = format!(
+                "{} held a small segment until the peer's delayed ACK {} times ({} each, median; round trip {}): {} lost.",
+                side_name(c, side),
+                st.count,
+                ms(median),
+                rtt_ns(c).map_or("unknown".into(), ms),
+                ms(st.total_ns)
+            );
+            f.fix = "set TCP_NODELAY on the sending socket, or write each message in one call (writev, MSG_MORE, TCP_CORK then uncork); on the receiver TCP_QUICKACK or `ip route ... quickack 1`".into();
+            f.details = json!({
+                "sender": side.name(),
+                "occurrences": st.count,
+                "ack_delay_median_ms": ms_f(median),
+                "ack_delays_ms": delays.iter().map(|d| ms_f(*d)).collect::<Vec<_>>(),
+                "rtt_ms": rtt_ns(c).map(ms_f),
+            });
+            out.push(f);
+        }
+    }
+}

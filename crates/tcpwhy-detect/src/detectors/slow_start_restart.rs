@@ -1,0 +1,212 @@
+//! # slow-start-restart: a flight after an idle gap restarts from the initial window
+//!
+//! **Signal.** On a persistent connection the sender goes quiet for longer than its
+//! retransmission timeout (about RTT + 200 ms on Linux); its next burst starts with a flight
+//! of at most about ten segments (the initial window) although earlier flights were larger,
+//! then doubles every round trip: 10, 20, 40 ... (tcp_slow_start_after_idle=1, RFC 2861).
+//!
+//! **Evidence.** The last data segment before the gap, the first and the last segment of the
+//! first flight after it. Details: the flights (segments per round trip), the largest earlier
+//! flight, the round trips the burst took and would have taken with the earlier window.
+//!
+//! **Cost.** The extra round trips times the RTT, for every burst it happened to.
+//!
+//! **Known false positives.** An application that writes a response in pieces one round trip
+//! apart looks alike; so does a receiver window that shrank. A window cut by a retransmission
+//! timeout is not counted (the burst after a loss is skipped). Flights are counted from gaps at
+//! the capture point, so the RTT must be known (the handshake was captured).
+//!
+//! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
+//! tcp-signatures.md section 3; seed 002.
+
+use super::{rtt_ns, side_name, PerConn, MS};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "slow-start-restart",
+    title: "congestion window reset after idle (slow start restart)",
+    doc: include_str!("slow_start_restart.rs"),
+};
+
+/// A first flight this small (in segments) after idle is a restart from the initial window.
+const RESTART_MAX_SEGMENTS: u32 = 12;
+const KEEP: usize = 4;
+
+#[derive(Default, Debug, Clone)]
+struct Burst {
+    /// Segments and bytes per flight (round trip).
+    flights: Vec<u32>,
+    flight_bytes: Vec<u64>,
+    bytes: u64,
+    first: Option<At>,
+    first_flight_last: Option<At>,
+    before_gap: Option<At>,
+    idle_ns: i64,
+    /// The sender retransmitted since the previous burst began: a small window now is loss
+    /// recovery (cwnd cut by a timeout), not a restart after idle.
+    after_loss: bool,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    last_data: Option<At>,
+    /// The largest flight of the bursts before the current one, and the window (bytes) the
+    /// sender had reached then.
+    largest_flight: u32,
+    largest_flight_bytes: u64,
+    burst: Burst,
+    loss_seen: bool,
+    /// Restarts found: (burst, round trips needed with the earlier window).
+    restarts: Vec<(Burst, u32)>,
+    count: u32,
+    total_extra_rounds: u32,
+}
+
+#[derive(Default)]
+pub struct SlowStartRestart {
+    conns: PerConn<State>,
+}
+
+impl State {
+    /// Close the current burst: was it a restart?
+    fn end_burst(&mut self) {
+        let b = std::mem::take(&mut self.burst);
+        let Some(&first_flight) = b.flights.first() else {
+            return;
+        };
+        if b.before_gap.is_some()
+            && !b.after_loss
+            && b.flights.len() >= 2
+            && first_flight <= RESTART_MAX_SEGMENTS
+            && self.largest_flight >= 2 * first_flight
+            && self.largest_flight_bytes > 0
+        {
+            let needed = b.bytes.div_ceil(self.largest_flight_bytes).max(1) as u32;
+            let actual = b.flights.len() as u32;
+            if actual > needed {
+                self.count += 1;
+                self.total_extra_rounds += actual - needed;
+                if self.restarts.len() < KEEP {
+                    self.restarts.push((b.clone(), needed));
+                }
+            }
+        }
+        for (i, (n, bytes)) in b.flights.iter().zip(&b.flight_bytes).enumerate() {
+            if *n > self.largest_flight {
+                self.largest_flight = *n;
+                // Still doubling (slow start) when the burst ran out of data: the window had
+                // grown to about twice this flight by then.
+                let growing = i > 0 && u64::from(*n) * 10 >= u64::from(b.flights[i - 1]) * 18;
+                self.largest_flight_bytes = if growing { bytes * 2 } else { *bytes };
+            }
+        }
+    }
+}
+
+impl Detector for SlowStartRestart {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        if ev.retransmission {
+            self.conns.get(c, ev.from).loss_seen = true;
+            return;
+        }
+        if ev.seg.payload_len == 0 || !ev.new_data {
+            return;
+        }
+        let Some(rtt) = rtt_ns(c) else { return };
+        // Flights are separated by at least half a round trip of silence at the capture point;
+        // idle means longer than Linux's minimum RTO plus the round trip.
+        let flight_gap = (rtt / 2).max(MS);
+        let idle = rtt + 200 * MS;
+        let st = self.conns.get(c, ev.from);
+        let gap = st.last_data.map_or(i64::MAX, |t| ev.at.ts_ns - t.ts_ns);
+        let len = u64::from(ev.seg.payload_len);
+        if gap > idle {
+            st.end_burst();
+            st.burst.after_loss = std::mem::take(&mut st.loss_seen);
+            st.burst.before_gap = st.last_data.filter(|_| gap != i64::MAX);
+            st.burst.idle_ns = if gap == i64::MAX { 0 } else { gap };
+            st.burst.first = Some(ev.at);
+            st.burst.first_flight_last = Some(ev.at);
+            st.burst.flights.push(1);
+            st.burst.flight_bytes.push(len);
+        } else if gap > flight_gap {
+            st.burst.flights.push(1);
+            st.burst.flight_bytes.push(len);
+        } else {
+            if let (Some(n), Some(bytes)) = (
+                st.burst.flights.last_mut(),
+                st.burst.flight_bytes.last_mut(),
+            ) {
+                *n += 1;
+                *bytes += len;
+            }
+            if st.burst.flights.len() == 1 {
+                st.burst.first_flight_last = Some(ev.at);
+            }
+        }
+        st.burst.bytes += len;
+        st.last_data = Some(ev.at);
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        for side in [Side::Client, Side::Server] {
+            let Some(mut st) = self.conns.take(c, side) else {
+                continue;
+            };
+            st.end_burst();
+            let Some((b, needed)) = st.restarts.first().cloned() else {
+                continue;
+            };
+            let rtt = rtt_ns(c).unwrap_or(0);
+            let mut f = Finding::new(INFO.id, c);
+            f.start_ns = b.first.map_or(c.first.ts_ns, |a| a.ts_ns);
+            f.end_ns = st
+                .restarts
+                .last()
+                .and_then(|r| r.0.first)
+                .map_or(c.last.ts_ns, |a| a.ts_ns);
+            f.cost_ns = i64::from(st.total_extra_rounds) * rtt;
+            f.frames = [b.before_gap, b.first, b.first_flight_last]
+                .into_iter()
+                .flatten()
+                .map(|a| a.frame)
+                .collect();
+            f.frames.dedup();
+            f.explanation = format!(
+                "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
+                ms(b.idle_ns),
+                side_name(c, side),
+                b.flights[0],
+                st.largest_flight,
+                b.flights.len(),
+                needed,
+                b.flights,
+                b.flights.len() as u32 - needed,
+                ms(rtt),
+                st.count,
+                ms(f.cost_ns)
+            );
+            f.fix = "set net.ipv4.tcp_slow_start_after_idle=0 in the sending host's (or namespace's) sysctls, or keep the connection busy below the RTO, or use BBR on the sender".into();
+            f.details = json!({
+                "sender": side.name(),
+                "bursts": st.count,
+                "first_flight_segments": b.flights[0],
+                "largest_earlier_flight_segments": st.largest_flight,
+                "flights": b.flights,
+                "round_trips": b.flights.len(),
+                "round_trips_with_earlier_window": needed,
+                "extra_round_trips_total": st.total_extra_rounds,
+                "idle_ms": ms_f(b.idle_ns),
+                "rtt_ms": ms_f(rtt),
+            });
+            out.push(f);
+        }
+    }
+}

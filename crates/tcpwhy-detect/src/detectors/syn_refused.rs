@@ -1,0 +1,91 @@
+//! # syn-refused: the SYN was answered by a reset
+//!
+//! **Signal.** The server side answers the client's SYN with RST|ACK acknowledging it: no
+//! listener on the port (or a firewall rejecting with a reset).
+//!
+//! **Evidence.** The SYN and the RST. Details: how many SYNs were refused.
+//!
+//! **Cost.** From the first SYN to the reset: small, but the request failed; clients that
+//! retry with backoff turn this into seconds.
+//!
+//! **Known false positives.** A listener whose accept queue is full with
+//! net.ipv4.tcp_abort_on_overflow=1 also answers with resets.
+//!
+//! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
+
+use super::PerConn;
+use crate::finding::ms;
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "syn-refused",
+    title: "SYN answered by RST (connection refused)",
+    doc: include_str!("syn_refused.rs"),
+};
+
+#[derive(Default, Debug)]
+struct State {
+    first_syn: Option<At>,
+    refusals: u32,
+    first_rst: Option<At>,
+}
+
+#[derive(Default)]
+pub struct SynRefused {
+    conns: PerConn<State>,
+}
+
+impl Detector for SynRefused {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        let f = ev.seg.flags;
+        if c.handshake.syn_ack.is_some() {
+            return;
+        }
+        let st = self.conns.get(c, Side::Client);
+        if ev.from == Side::Client && f.syn() && !f.ack() && st.first_syn.is_none() {
+            st.first_syn = Some(ev.at);
+        }
+        if ev.from == Side::Server
+            && f.rst()
+            && f.ack()
+            && c.client.isn.is_some_and(|isn| ev.seg.ack == isn + 1)
+        {
+            st.refusals += 1;
+            st.first_rst.get_or_insert(ev.at);
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = self.conns.take(c, Side::Client) else {
+            return;
+        };
+        let (Some(syn), Some(rst)) = (st.first_syn, st.first_rst) else {
+            return;
+        };
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = syn.ts_ns;
+        f.end_ns = rst.ts_ns;
+        f.cost_ns = rst.ts_ns - syn.ts_ns;
+        f.frames = vec![syn.frame, rst.frame];
+        f.explanation = format!(
+            "The server {}:{} refused the connection with a reset {} after the SYN{}.",
+            c.server.addr,
+            c.server.port,
+            ms(f.cost_ns),
+            if st.refusals > 1 {
+                format!(" ({} times)", st.refusals)
+            } else {
+                String::new()
+            }
+        );
+        f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
+        f.details = json!({"refusals": st.refusals});
+        out.push(f);
+    }
+}

@@ -1,0 +1,171 @@
+//! # syn-stale-state: a SYN met leftover state of an earlier connection on the same 4-tuple
+//!
+//! **Signal.** Before the handshake completes, the server side answers the client's SYN with an
+//! ACK that does not acknowledge it (an ACK carrying the numbers of an earlier connection), the
+//! client resets it (RST, seq = that ACK number) and sends the same SYN again.
+//!
+//! **Evidence.** The first SYN, the stale ACK, the client's RST, the SYN that was answered and
+//! the SYN-ACK. Details: the earlier connection on the tuple and how it closed, the time since,
+//! the peer state it implies (TIME-WAIT after a clean close, else a stale full socket answering
+//! with a challenge ACK), whether the new ISN went below the old rcv_nxt, whether timestamps
+//! were in use, and the retry gap (2-8 ms on Linux >= 5.6, about 1 s or 3 s elsewhere).
+//!
+//! **Cost.** From the first SYN to the SYN-ACK that completed the handshake.
+//!
+//! **Known false positives.** A capture that misses the earlier connection cannot tell
+//! TIME-WAIT from a stale socket (the peer state is then "unknown"). Middleboxes that answer
+//! SYNs with ACKs (some SYN-proxy firewalls) show the same exchange.
+//!
+//! **References.** tcp-signatures.md section 1; Linux tcp_timewait_state_process
+//! (net/ipv4/tcp_minisocks.c), RFC 5961 section 4.2 (challenge ACK), commit 9603d47bad46
+//! (2-jiffy retry); seeds 000 and 004.
+
+use super::{PerConn, MS};
+use crate::finding::ms;
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Close, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "syn-stale-state",
+    title: "SYN met TIME-WAIT or a stale socket of an earlier connection on the same port",
+    doc: include_str!("syn_stale_state.rs"),
+};
+
+#[derive(Default, Debug)]
+struct State {
+    first_syn: Option<At>,
+    stale_ack: Option<(At, u32)>,
+    rst: Option<At>,
+    retry_syn: Option<At>,
+}
+
+#[derive(Default)]
+pub struct SynStaleState {
+    conns: PerConn<State>,
+}
+
+impl Detector for SynStaleState {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        if c.handshake.syn_ack.is_some() && ev.seg.flags.syn() && ev.seg.flags.ack() {
+            return;
+        }
+        if c.handshake.syn_ack.is_some() || c.client.isn.is_none() {
+            return;
+        }
+        let f = ev.seg.flags;
+        let st = self.conns.get(c, Side::Client);
+        match ev.from {
+            Side::Client if f.syn() && !f.ack() => {
+                if st.first_syn.is_none() {
+                    st.first_syn = Some(ev.at);
+                } else if st.rst.is_some() && st.retry_syn.is_none() {
+                    st.retry_syn = Some(ev.at);
+                }
+            }
+            Side::Server if f.ack() && !f.syn() && !f.rst() && st.stale_ack.is_none() => {
+                if c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) {
+                    st.stale_ack = Some((ev.at, ev.seg.ack.0));
+                }
+            }
+            Side::Client if f.rst() && st.stale_ack.is_some() && st.rst.is_none() => {
+                st.rst = Some(ev.at);
+            }
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = self.conns.take(c, Side::Client) else {
+            return;
+        };
+        let (Some(first), Some((ack_at, ack_no))) = (st.first_syn, st.stale_ack) else {
+            return;
+        };
+        let end = c
+            .handshake
+            .syn_ack
+            .or(st.retry_syn)
+            .or(st.rst)
+            .unwrap_or(ack_at);
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = first.ts_ns;
+        f.end_ns = end.ts_ns;
+        f.cost_ns = end.ts_ns - first.ts_ns;
+        f.frames = [
+            Some(first),
+            Some(ack_at),
+            st.rst,
+            st.retry_syn,
+            c.handshake.syn_ack,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|a| a.frame)
+        .collect();
+        f.frames.dedup();
+        let prev = c.prev;
+        let (peer_state, fix) = match prev.map(|p| p.close) {
+            Some(Close::Fin { .. }) => (
+                "TIME-WAIT",
+                "keep TCP timestamps on at both ends (net.ipv4.tcp_timestamps=1) so TIME-WAIT accepts a newer SYN; reuse connections (pooling) or widen net.ipv4.ip_local_port_range so a port is not reused within 60 s; leave net.ipv4.tcp_rfc1337=0",
+            ),
+            Some(_) => (
+                "a stale socket (challenge ACK)",
+                "find why the earlier connection's close never reached the peer (a lost, dropped or filtered RST or FIN; an SO_LINGER {1,0} reset is sent once and never retransmitted); close gracefully or keep the path from dropping resets",
+            ),
+            None => (
+                "earlier state not in the capture",
+                "keep TCP timestamps on, avoid reusing the same source port within 60 s (pooling, a wider net.ipv4.ip_local_port_range), and check that resets reach the peer",
+            ),
+        };
+        let isn_below = match (prev, c.client.isn) {
+            (Some(p), Some(isn)) if p.same_client => p.client_next_seq.map(|old| isn < old),
+            _ => None,
+        };
+        let old_ack_matches = prev.and_then(|p| p.client_next_seq).map(|s| s.0 == ack_no);
+        let retry_gap = match (st.rst, st.retry_syn) {
+            (Some(r), Some(s)) => Some(s.ts_ns - r.ts_ns),
+            _ => None,
+        };
+        let retry_stack = retry_gap.map(|g| match g {
+            g if g < 20 * MS => "Linux >= 5.6 (retry after 2 jiffies)",
+            g if g < 2_000 * MS => "initial RTO of about 1 s (older Linux, BSD)",
+            _ => "initial RTO of about 3 s (old Windows, Solaris)",
+        });
+        let prev_text = match prev {
+            Some(p) => format!(
+                "connection #{} ({} by {}, {} earlier)",
+                p.id,
+                p.close.kind(),
+                p.close.by().map_or("nobody", |s| s.name()),
+                ms(first.ts_ns - p.last_ts)
+            ),
+            None => "an earlier connection".to_string(),
+        };
+        f.explanation = format!(
+            "The SYN from port {} met {peer_state} of {prev_text}: the server answered with an ACK for old sequence numbers, the client reset it and sent the same SYN again{}; opening took {} instead of one round trip.",
+            c.client.port,
+            retry_gap.map(|g| format!(" {} later", ms(g))).unwrap_or_default(),
+            ms(f.cost_ns)
+        );
+        f.fix = fix.to_string();
+        f.details = json!({
+            "peer_state": peer_state,
+            "previous_connection": prev.map(|p| p.id),
+            "previous_close": prev.map(|p| json!({"kind": p.close.kind(), "by": p.close.by().map(|s| s.name())})),
+            "since_previous_ms": prev.map(|p| crate::finding::ms_f(first.ts_ns - p.last_ts)),
+            "isn_below_old_rcv_nxt": isn_below,
+            "stale_ack_is_old_rcv_nxt": old_ack_matches,
+            "timestamps": prev.map(|p| p.timestamps),
+            "retry_gap_ms": retry_gap.map(crate::finding::ms_f),
+            "retry_stack": retry_stack,
+            "answered": c.handshake.syn_ack.is_some(),
+        });
+        out.push(f);
+    }
+}

@@ -1,0 +1,133 @@
+//! # syn-unanswered: SYNs sent again because nothing answered them
+//!
+//! **Signal.** The client sent the same SYN (same ISN) more than once, with no answer at all
+//! in between (no ACK, no RST): a full listen backlog (ListenOverflows/ListenDrops), SYN flood
+//! protection, a firewall, or loss.
+//!
+//! **Evidence.** Every SYN and the SYN-ACK if one came. Details: the retry ladder (the gaps),
+//! which names the client stack: 1 s apart then doubling is Linux >= 6.5
+//! (tcp_syn_linear_timeouts=4: retries at 1, 2, 3, 4, 5 s, then 7, 11 ...); 1, 3, 7, 15 s is
+//! older Linux and BSD (exponential from 1 s); a first gap of 3 s is an old Windows or Solaris.
+//!
+//! **Cost.** From the first SYN to the SYN-ACK (or to the last SYN, when never answered).
+//!
+//! **Known false positives.** A capture that misses the SYN-ACKs (asymmetric routing, capture
+//! loss) shows the same retries. SYNs answered by a stale ACK are `syn-stale-state` instead.
+//!
+//! **References.** tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
+//! tcp_syn_linear_timeouts (6.5).
+
+use super::PerConn;
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "syn-unanswered",
+    title: "SYNs retransmitted without an answer (full backlog, drops)",
+    doc: include_str!("syn_unanswered.rs"),
+};
+
+/// At most this many SYN times are kept per connection (a Linux client gives up after 7).
+const MAX_SYNS: usize = 16;
+
+#[derive(Default, Debug)]
+struct State {
+    syns: Vec<At>,
+    answered_otherwise: bool,
+}
+
+#[derive(Default)]
+pub struct SynUnanswered {
+    conns: PerConn<State>,
+}
+
+fn fingerprint(gaps_ms: &[f64]) -> &'static str {
+    let near = |x: f64, t: f64| (x - t).abs() <= t * 0.25 + 50.0;
+    match gaps_ms {
+        [] => "one SYN",
+        [g, ..] if near(*g, 3000.0) => "initial RTO 3 s (old Windows, Solaris, Linux < 3.1)",
+        [a, b, ..] if near(*a, 1000.0) && near(*b, 1000.0) => {
+            "1 s apart: Linux >= 6.5 (net.ipv4.tcp_syn_linear_timeouts)"
+        }
+        [a, b, ..] if near(*a, 1000.0) && near(*b, 2000.0) => {
+            "doubling from 1 s: Linux < 6.5, BSD, macOS"
+        }
+        [a] if near(*a, 1000.0) => "initial RTO 1 s (RFC 6298)",
+        _ => "irregular (application retries, or a stack with its own timer)",
+    }
+}
+
+impl Detector for SynUnanswered {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        if c.handshake.syn_ack.is_some() && !(ev.seg.flags.syn() && ev.seg.flags.ack()) {
+            return;
+        }
+        let f = ev.seg.flags;
+        let st = self.conns.get(c, Side::Client);
+        match ev.from {
+            Side::Client if f.syn() && !f.ack() && st.syns.len() < MAX_SYNS => st.syns.push(ev.at),
+            // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.
+            Side::Server if !f.syn() => st.answered_otherwise = true,
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = self.conns.take(c, Side::Client) else {
+            return;
+        };
+        if st.syns.len() < 2 || st.answered_otherwise {
+            return;
+        }
+        let first = st.syns[0];
+        let answer = c.handshake.syn_ack;
+        let end = answer.unwrap_or(*st.syns.last().unwrap_or(&first));
+        let gaps: Vec<f64> = st
+            .syns
+            .windows(2)
+            .map(|w| ms_f(w[1].ts_ns - w[0].ts_ns))
+            .collect();
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = first.ts_ns;
+        f.end_ns = end.ts_ns;
+        f.cost_ns = end.ts_ns - first.ts_ns;
+        f.frames = st
+            .syns
+            .iter()
+            .map(|a| a.frame)
+            .chain(answer.map(|a| a.frame))
+            .collect();
+        let stack = fingerprint(&gaps);
+        f.explanation = format!(
+            "{} SYNs from port {} went unanswered ({} retries, gaps {} ms: {stack}); {}.",
+            st.syns.len() - usize::from(answer.is_some()),
+            c.client.port,
+            st.syns.len() - 1,
+            gaps.iter()
+                .map(|g| format!("{g:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            match answer {
+                Some(_) => format!(
+                    "the handshake completed {} after the first SYN",
+                    ms(f.cost_ns)
+                ),
+                None => format!("never answered in {}", ms(f.cost_ns)),
+            }
+        );
+        f.fix = "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into();
+        f.details = json!({
+            "syns": st.syns.len(),
+            "gaps_ms": gaps,
+            "client_stack": stack,
+            "answered": answer.is_some(),
+        });
+        out.push(f);
+    }
+}

@@ -1,0 +1,100 @@
+//! # zero-window: the receiver advertised a zero window and the sender stalled
+//!
+//! **Signal.** A side advertises a receive window of 0: its application is not reading. The
+//! peer stops sending and probes (persist timer) until a window update opens it again.
+//!
+//! **Evidence.** The first zero-window segment and the window update. Details: how many
+//! stalls, whether the last one recovered before the capture ended.
+//!
+//! **Cost.** The stall: from the zero window to the update, per stall.
+//!
+//! **Known false positives.** None known for the stall itself; its cause is the receiving
+//! application (or a receive buffer too small for the rate).
+//!
+//! **References.** RFC 9293 section 3.8.6.1 (zero-window probing); tcp-signatures.md
+//! section 6.
+
+use super::{side_name, PerConn};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "zero-window",
+    title: "receiver advertised a zero window (application not reading)",
+    doc: include_str!("zero_window.rs"),
+};
+
+#[derive(Default, Debug)]
+struct State {
+    zero_since: Option<At>,
+    first: Option<(At, At)>,
+    stalls: u32,
+    total_ns: i64,
+}
+
+#[derive(Default)]
+pub struct ZeroWindow {
+    conns: PerConn<State>,
+}
+
+impl Detector for ZeroWindow {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        let f = ev.seg.flags;
+        if f.syn() || f.rst() {
+            return;
+        }
+        let st = self.conns.get(c, ev.from);
+        match (ev.seg.window, st.zero_since) {
+            (0, None) => st.zero_since = Some(ev.at),
+            (w, Some(z)) if w > 0 => {
+                st.zero_since = None;
+                st.stalls += 1;
+                st.total_ns += ev.at.ts_ns - z.ts_ns;
+                st.first.get_or_insert((z, ev.at));
+            }
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        for side in [Side::Client, Side::Server] {
+            let Some(mut st) = self.conns.take(c, side) else {
+                continue;
+            };
+            let open = st.zero_since;
+            if let Some(z) = open {
+                st.stalls += 1;
+                st.total_ns += c.last.ts_ns - z.ts_ns;
+                st.first.get_or_insert((z, c.last));
+            }
+            let Some((z, upd)) = st.first else { continue };
+            let mut f = Finding::new(INFO.id, c);
+            f.start_ns = z.ts_ns;
+            f.end_ns = upd.ts_ns;
+            f.cost_ns = st.total_ns;
+            f.frames = vec![z.frame, upd.frame];
+            f.frames.dedup();
+            f.explanation = format!(
+                "{} advertised a zero window {} times: its application stopped reading; the peer stalled {} in all{}.",
+                side_name(c, side),
+                st.stalls,
+                ms(st.total_ns),
+                if open.is_some() { ", the last stall never recovered in the capture" } else { "" }
+            );
+            f.fix = "make the receiving application read faster (or larger receive buffers if it reads in bursts)".into();
+            f.details = json!({
+                "receiver": side.name(),
+                "stalls": st.stalls,
+                "recovered": open.is_none(),
+                "stall_ms_total": ms_f(st.total_ns),
+            });
+            out.push(f);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The finding: one cause, where, what it cost, and the proof.
+
+use serde_json::Value;
+use std::net::IpAddr;
+use tcpwhy_track::Connection;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// Stable kebab-case id (`syn-stale-state`, ...).
+    pub id: &'static str,
+    pub connection: u64,
+    pub client: (IpAddr, u16),
+    pub server: (IpAddr, u16),
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// The latency it added, in nanoseconds (0 when it costs nothing by itself).
+    pub cost_ns: i64,
+    /// Evidence frames, 1-based as in Wireshark, ascending.
+    pub frames: Vec<u64>,
+    /// One sentence with the numbers.
+    pub explanation: String,
+    pub fix: String,
+    /// Cause-specific facts.
+    pub details: Value,
+}
+
+impl Finding {
+    pub fn new(id: &'static str, c: &Connection) -> Finding {
+        Finding {
+            id,
+            connection: c.id,
+            client: (c.client.addr, c.client.port),
+            server: (c.server.addr, c.server.port),
+            start_ns: c.first.ts_ns,
+            end_ns: c.last.ts_ns,
+            cost_ns: 0,
+            frames: Vec::new(),
+            explanation: String::new(),
+            fix: String::new(),
+            details: Value::Null,
+        }
+    }
+
+    /// `frame.number in {12 13 14}`: paste into Wireshark's display filter.
+    pub fn wireshark_filter(&self) -> String {
+        let list: Vec<String> = self.frames.iter().map(u64::to_string).collect();
+        format!("frame.number in {{{}}}", list.join(" "))
+    }
+}
+
+/// Milliseconds with 0.1 ms precision for explanations.
+pub fn ms(ns: i64) -> String {
+    let v = ns as f64 / 1e6;
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+/// Milliseconds as a JSON number, rounded to the microsecond.
+pub fn ms_f(ns: i64) -> f64 {
+    (ns as f64 / 1e3).round() / 1e3
+}

@@ -1,0 +1,103 @@
+//! # tcpwhy-detect: name the cause of every slow exchange
+//!
+//! Detectors are independent units (one file each under `detectors/`, each opening with its
+//! documentation: signal, evidence, known false positives, references). They watch every
+//! segment and every finished connection the tracker reports, and emit [`Finding`]s: a stable
+//! kebab-case id, the connection, when, what it cost, the evidence frames, an explanation
+//! with the numbers, and the fix. `tcpwhy explain ID` prints a detector's documentation.
+#![forbid(unsafe_code)]
+
+pub mod detectors;
+mod finding;
+
+pub use finding::Finding;
+use tcpwhy_track::{Connection, SegmentEvent, Sink};
+
+/// What `tcpwhy explain` shows, and what the registry lists.
+pub struct Info {
+    pub id: &'static str,
+    pub title: &'static str,
+    /// The detector's documentation (its file's opening comment).
+    pub doc: &'static str,
+}
+
+pub trait Detector {
+    fn info(&self) -> &'static Info;
+    /// Every segment of every connection, after the tracker accounted it.
+    fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {}
+    /// The connection is finished: emit what is pending and forget it.
+    fn finished(&mut self, _c: &Connection, _out: &mut Vec<Finding>) {}
+}
+
+/// Every detector, in the order they run.
+pub fn registry() -> Vec<Box<dyn Detector>> {
+    detectors::all()
+}
+
+/// The documentation of every detector, for `tcpwhy explain`.
+pub fn infos() -> Vec<&'static Info> {
+    registry().iter().map(|d| d.info()).collect()
+}
+
+/// Receives findings and finished connections, in that order for each connection.
+pub trait Output {
+    fn finding(&mut self, f: &Finding);
+    fn connection(&mut self, c: &Connection);
+    /// The first write error so far (a closed pipe stops the run early).
+    fn check(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The detectors between the tracker and an output: a [`Sink`] for the tracker.
+pub struct Detectors<'a> {
+    active: Vec<Box<dyn Detector>>,
+    out: &'a mut dyn Output,
+    buf: Vec<Finding>,
+}
+
+impl<'a> Detectors<'a> {
+    /// All registered detectors except the ids in `disabled`.
+    pub fn new(disabled: &[String], out: &'a mut dyn Output) -> Detectors<'a> {
+        let active = registry()
+            .into_iter()
+            .filter(|d| !disabled.iter().any(|x| x == d.info().id))
+            .collect();
+        Detectors {
+            active,
+            out,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn check(&mut self) -> std::io::Result<()> {
+        self.out.check()
+    }
+
+    fn flush(&mut self) {
+        for f in self.buf.drain(..) {
+            self.out.finding(&f);
+        }
+    }
+}
+
+impl Sink for Detectors<'_> {
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
+        for d in self.active.iter_mut() {
+            d.segment(c, ev, &mut self.buf);
+        }
+        if !self.buf.is_empty() {
+            self.flush();
+        }
+    }
+
+    fn connection(&mut self, c: &Connection) {
+        for d in self.active.iter_mut() {
+            d.finished(c, &mut self.buf);
+        }
+        self.buf
+            .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
+        self.flush();
+        self.out.connection(c);
+    }
+}
