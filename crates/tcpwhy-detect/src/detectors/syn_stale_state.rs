@@ -51,9 +51,6 @@ impl Detector for SynStaleState {
     }
 
     fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
-        if c.handshake.syn_ack.is_some() && ev.seg.flags.syn() && ev.seg.flags.ack() {
-            return;
-        }
         if c.handshake.syn_ack.is_some() || c.client.isn.is_none() {
             return;
         }
@@ -67,10 +64,14 @@ impl Detector for SynStaleState {
                     st.retry_syn = Some(ev.at);
                 }
             }
-            Side::Server if f.ack() && !f.syn() && !f.rst() && st.stale_ack.is_none() => {
-                if c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) {
-                    st.stale_ack = Some((ev.at, ev.seg.ack.0));
-                }
+            Side::Server
+                if f.ack()
+                    && !f.syn()
+                    && !f.rst()
+                    && st.stale_ack.is_none()
+                    && c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) =>
+            {
+                st.stale_ack = Some((ev.at, ev.seg.ack.0));
             }
             Side::Client if f.rst() && st.stale_ack.is_some() && st.rst.is_none() => {
                 st.rst = Some(ev.at);
