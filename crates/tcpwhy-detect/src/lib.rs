@@ -101,3 +101,6 @@ impl Sink for Detectors<'_> {
         self.out.connection(c);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! Detector tests on connections built segment by segment (transcripts at the capture point).
+//! The lab captures test the same detectors on real kernel traffic (crates/tcpwhy/tests).
+
+use super::*;
+use std::net::{IpAddr, Ipv4Addr};
+use tcpwhy_track::{At, Config, Tracker};
+use tcpwhy_wire::{Seq, TcpFlags, TcpOptions, TcpSegment};
+
+const C: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40000);
+const S: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80);
+const MS: i64 = 1_000_000;
+const SYN: u8 = TcpFlags::SYN;
+const ACK: u8 = TcpFlags::ACK;
+const RST: u8 = TcpFlags::RST;
+const PSH: u8 = TcpFlags::PSH;
+
+#[derive(Default)]
+struct Collect {
+    findings: Vec<Finding>,
+}
+impl Output for Collect {
+    fn finding(&mut self, f: &Finding) {
+        self.findings.push(f.clone());
+    }
+    fn connection(&mut self, _c: &Connection) {}
+}
+
+/// (ms, from, flags, seq, ack, payload, window, sack blocks)
+type Line = (
+    i64,
+    (IpAddr, u16),
+    u8,
+    u32,
+    u32,
+    u32,
+    u16,
+    &'static [(u32, u32)],
+);
+
+fn run(lines: &[Line]) -> Vec<Finding> {
+    let mut out = Collect::default();
+    let mut det = Detectors::new(&[], &mut out);
+    let mut t = Tracker::new(Config::default());
+    for (i, &(ms, from, flags, seq, ack, len, window, sack)) in lines.iter().enumerate() {
+        let to = if from == C { S } else { C };
+        let mut options = TcpOptions::default();
+        for (k, (a, b)) in sack.iter().enumerate() {
+            options.sack[k] = (Seq(*a), Seq(*b));
+            options.sack_count += 1;
+        }
+        let seg = TcpSegment {
+            src: from.0,
+            dst: to.0,
+            src_port: from.1,
+            dst_port: to.1,
+            seq: Seq(seq),
+            ack: Seq(ack),
+            flags: TcpFlags(flags),
+            window,
+            payload_len: len,
+            options,
+            ip_id: 0,
+            first_fragment: false,
+        };
+        t.segment(
+            &seg,
+            At {
+                frame: i as u64 + 1,
+                ts_ns: ms * MS,
+            },
+            54 + len,
+            &mut det,
+        );
+    }
+    t.finish_all(&mut det);
+    drop(det);
+    out.findings
+}
+
+fn ids(f: &[Finding]) -> Vec<&'static str> {
+    f.iter().map(|x| x.id).collect()
+}
+
+/// Handshake with a 10 ms RTT, ISNs 1000 (client) and 5000 (server).
+const HS: [Line; 3] = [
+    (0, C, SYN, 1000, 0, 0, 1000, &[]),
+    (10, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+    (10, C, ACK, 1001, 5001, 0, 1000, &[]),
+];
+
+fn with_hs(rest: &[Line]) -> Vec<Line> {
+    HS.iter().chain(rest).copied().collect()
+}
+
+#[test]
+fn syn_refused_positive_and_negative() {
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, S, RST | ACK, 0, 1001, 0, 0, &[]),
+    ]);
+    assert_eq!(ids(&f), ["syn-refused"]);
+    assert_eq!(f[0].frames, [1, 2]);
+    assert_eq!(f[0].cost_ns, MS);
+    // A reset later in an established connection is not a refusal.
+    let f = run(&with_hs(&[(20, S, RST | ACK, 5001, 1001, 0, 0, &[])]));
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn zero_window_stall_is_timed_and_open_windows_are_silent() {
+    let f = run(&with_hs(&[
+        (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
+        (12, C, ACK, 1001, 6001, 0, 0, &[]), // the client stops reading
+        (212, S, ACK, 6000, 1001, 0, 1000, &[]), // zero-window probe
+        (300, C, ACK, 1001, 6001, 0, 500, &[]), // window update after 288 ms
+        (301, S, ACK | PSH, 6001, 1001, 500, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["zero-window"]);
+    assert_eq!(f[0].cost_ns, 288 * MS);
+    assert_eq!(f[0].frames, [5, 7]);
+    assert_eq!(f[0].details["receiver"], "client");
+    let f = run(&with_hs(&[
+        (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
+        (12, C, ACK, 1001, 6001, 0, 1000, &[]),
+    ]));
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn fast_retransmit_after_three_dupacks_rto_without() {
+    // Server sends 5 segments, the 2nd is lost, three duplicate ACKs, retransmission.
+    let mut lines = with_hs(&[]);
+    for i in 0..5u32 {
+        lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
+    }
+    lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
+    for _ in 0..3 {
+        lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
+    }
+    lines.push((22, S, ACK, 5101, 1001, 100, 1000, &[])); // fast retransmit
+    lines.push((32, C, ACK, 1001, 5501, 0, 1000, &[]));
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["fast-retransmit"]);
+    assert_eq!(f[0].cost_ns, 11 * MS);
+    assert_eq!(f[0].frames, [5, 13]);
+    // The same loss with no duplicate ACKs (the tail): a timeout.
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (230, S, ACK, 5001, 1001, 100, 1000, &[]), // RTO: 219 ms later
+        (240, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["rto-retransmission"]);
+    assert_eq!(f[0].cost_ns, 219 * MS);
+    assert_eq!(f[0].details["tail"], 1);
+}
+
+#[test]
+fn sack_counts_as_fast_recovery() {
+    let mut lines = with_hs(&[]);
+    for i in 0..3u32 {
+        lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
+    }
+    lines.push((21, C, ACK, 1001, 5001, 0, 1000, &[(5101, 5301)]));
+    lines.push((22, S, ACK, 5001, 1001, 100, 1000, &[]));
+    assert_eq!(ids(&run(&lines)), ["fast-retransmit"]);
+}
+
+#[test]
+fn capture_loss_when_acks_cover_unseen_data() {
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (12, S, ACK, 5201, 1001, 100, 1000, &[]), // 5101..5201 never captured
+        (21, C, ACK, 1001, 5301, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["capture-loss"]);
+    assert_eq!(f[0].details["server_bytes_missed"], 100);
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]));
+    assert!(f.is_empty());
+}
+
+#[test]
+fn nagle_needs_a_late_pure_ack_and_an_immediate_release() {
+    let late = |ack_ms: i64, b_ms: i64| {
+        run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (ack_ms, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (b_ms, C, ACK | PSH, 1101, 5001, 100, 1000, &[]),
+            (b_ms + 1, S, ACK | PSH, 5001, 1201, 10, 1000, &[]),
+        ]))
+    };
+    let f = late(60, 60);
+    assert_eq!(ids(&f), ["nagle-delayed-ack"]);
+    assert_eq!(f[0].cost_ns, 40 * MS);
+    assert_eq!(f[0].frames, [4, 5, 6]);
+    // ACK on time (one RTT): no delayed ACK, nothing held.
+    assert!(late(30, 30).is_empty());
+    // B long after the ACK: the application wrote it late, Nagle held nothing.
+    assert!(late(60, 90).is_empty());
+}
+
+#[test]
+fn syn_unanswered_ladder_fingerprints() {
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1000, C, SYN, 1000, 0, 0, 1000, &[]),
+        (3000, C, SYN, 1000, 0, 0, 1000, &[]),
+        (3010, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (3010, C, ACK, 1001, 5001, 0, 1000, &[]),
+    ]);
+    assert_eq!(ids(&f), ["syn-unanswered"]);
+    assert_eq!(f[0].cost_ns, 3010 * MS);
+    assert_eq!(
+        f[0].details["client_stack"],
+        "doubling from 1 s: Linux < 6.5, BSD, macOS"
+    );
+    // One SYN answered at once: nothing.
+    assert!(run(&HS).is_empty());
+}
