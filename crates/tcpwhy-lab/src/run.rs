@@ -86,6 +86,8 @@ pub struct Phase {
     pub capture: Option<PathBuf>,
     /// Facts the analyzer found in this phase's capture.
     pub analyzer: Vec<String>,
+    /// Findings `tcpwhy analyze` made of this phase's capture: (id, count, total cost ms).
+    pub named: Vec<(String, usize, f64)>,
     pub extra: Value,
 }
 
@@ -98,6 +100,7 @@ impl Phase {
             latencies: Latencies::default(),
             capture: None,
             analyzer: Vec::new(),
+            named: Vec::new(),
             extra: Value::Null,
         }
     }
@@ -259,6 +262,56 @@ pub fn captured_at<T>(
     r
 }
 
+/// The findings `tcpwhy analyze` makes of a capture: (id, cost in ns) per finding.
+pub fn findings(path: &Path) -> io::Result<Vec<(&'static str, i64)>> {
+    struct Keep(Vec<(&'static str, i64)>);
+    impl tcpwhy_detect::Output for Keep {
+        fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+            self.0.push((f.id, f.cost_ns));
+        }
+        fn connection(&mut self, _c: &Connection) {}
+    }
+    let p = path.to_string_lossy().into_owned();
+    let mut cap = tcpwhy_capture::Capture::open(&[p]).map_err(io::Error::other)?;
+    let mut an = Analyzer::new(Config::default());
+    let mut keep = Keep(Vec::new());
+    let mut det = tcpwhy_detect::Detectors::new(&[], &mut keep);
+    while let Some(pkt) = cap.next().map_err(io::Error::other)? {
+        an.frame(
+            pkt.frame,
+            pkt.ts_ns,
+            pkt.link,
+            pkt.data,
+            pkt.orig_len,
+            &mut det,
+        );
+    }
+    an.finish(&mut det);
+    drop(det);
+    Ok(keep.0)
+}
+
+/// What the analyzer named in a phase's capture, as one line: "syn-stale-state x3 (35.4 ms)".
+pub fn named(phase: &Phase) -> io::Result<Vec<(String, usize, f64)>> {
+    let Some(path) = &phase.capture else {
+        return Ok(Vec::new());
+    };
+    let mut by: std::collections::BTreeMap<&str, (usize, i64)> = Default::default();
+    for (id, cost) in findings(path)? {
+        let e = by.entry(id).or_default();
+        e.0 += 1;
+        e.1 += cost;
+    }
+    Ok(by
+        .into_iter()
+        .map(|(k, (n, c))| (k.to_string(), n, ms_ns(c)))
+        .collect())
+}
+
+fn ms_ns(ns: i64) -> f64 {
+    (ns as f64 / 1e3).round() / 1e3
+}
+
 /// Every connection in a capture file, via the same engine as `tcpwhy analyze`.
 pub fn connections(path: &Path) -> io::Result<Vec<Connection>> {
     let p = path.to_string_lossy().into_owned();
@@ -293,6 +346,7 @@ pub fn phase_json(p: &Phase) -> Value {
         "max_ms": l.max().map(ms),
         "capture": p.capture.as_ref().map(|c| c.to_string_lossy().into_owned()),
         "analyzer": p.analyzer,
+        "findings": p.named.iter().map(|(id, n, cost)| json!({"id": id, "count": n, "cost_ms": cost})).collect::<Vec<_>>(),
         "extra": p.extra,
     })
 }

@@ -24,6 +24,8 @@ pub struct Scenario {
     pub fix: &'static str,
     /// Part of the CI run (seconds, not minutes).
     pub fast: bool,
+    /// The finding `tcpwhy analyze` must name in the broken capture (and not in the fixed).
+    pub expect: Option<&'static str>,
     pub run: fn(&Ctx) -> io::Result<Outcome>,
 }
 
@@ -35,6 +37,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "client net.ipv4.tcp_timestamps=0; the old connection moved > 15.6 MB per second of its life, so the new ISN lies below the old rcv_nxt; reconnect from the same port",
         fix: "TCP timestamps on (the TIME-WAIT socket then accepts the SYN by PAWS)",
         fast: true,
+        expect: Some("syn-stale-state"),
         run: stale_syn_timewait,
     },
     Scenario {
@@ -44,6 +47,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "client SO_LINGER {1,0} close; the router drops that RST; reconnect from the same port",
         fix: "deliver the RST (control: the RST passes)",
         fast: true,
+        expect: Some("syn-stale-state"),
         run: stale_syn_lost_rst,
     },
     Scenario {
@@ -53,6 +57,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "(the race of seed 000 on kernels before the fix)",
         fix: "this kernel: no connection should take over 100 ms",
         fast: true,
+        expect: None,
         run: seed000_reproducer,
     },
     Scenario {
@@ -62,6 +67,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "server net.ipv4.tcp_slow_start_after_idle=1 with cubic; 50 ms RTT; 1 MB response after an idle gap longer than the RTO",
         fix: "net.ipv4.tcp_slow_start_after_idle=0 in the sender's namespace (or BBR)",
         fast: false,
+        expect: Some("slow-start-restart"),
         run: slow_start_after_idle,
     },
     Scenario {
@@ -71,6 +77,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "client writes header and body separately without TCP_NODELAY",
         fix: "TCP_NODELAY, or one write per message",
         fast: true,
+        expect: Some("nagle-delayed-ack"),
         run: nagle_delayed_ack,
     },
     Scenario {
@@ -80,6 +87,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "server namespace created with net.ipv4.tcp_child_ehash_entries=128, filled with idle connections",
         fix: "size the table for the sockets (tcp_child_ehash_entries, thash_entries), or the shared table",
         fast: false,
+        expect: None,
         run: ehash_chain,
     },
     Scenario {
@@ -89,6 +97,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "listen backlog 1 and no accept() for 3 s while 8 clients connect",
         fix: "a backlog sized for bursts (128; the same 3 s pause before accept())",
         fast: true,
+        expect: Some("syn-unanswered"),
         run: syn_backlog_full,
     },
     Scenario {
@@ -98,6 +107,7 @@ pub const SCENARIOS: &[Scenario] = &[
         breaks: "the router drops the last segment of each response once; 20 ms RTT",
         fix: "find the loss (control: nothing dropped)",
         fast: true,
+        expect: Some("rto-retransmission"),
         run: tail_loss,
     },
 ];

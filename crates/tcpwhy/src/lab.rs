@@ -179,7 +179,13 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
             out.flush()?;
         }
         let t0 = std::time::Instant::now();
-        let result = (s.run)(&ctx);
+        let mut result = (s.run)(&ctx);
+        if let Ok(o) = &mut result {
+            // The diagnosis end to end: what `tcpwhy analyze` names in each phase's capture.
+            for p in o.phases.iter_mut() {
+                p.named = tcpwhy_lab::run::named(p)?;
+            }
+        }
         let secs = t0.elapsed().as_secs_f64();
         match &result {
             Ok(o) if args.json => {
@@ -193,12 +199,26 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
                     "seconds": (secs * 10.0).round() / 10.0,
                     "phases": o.phases.iter().map(phase_json).collect::<Vec<_>>(),
                     "ratio_p50": ratio(o),
+                    "expected_finding": s.expect,
+                    "named_in_broken": verdict(s, o).0,
+                    "silent_in_fixed": verdict(s, o).1,
                     "notes": o.notes,
                     "error": null,
                 });
                 writeln!(out, "{v}")?;
             }
-            Ok(o) => print_outcome(out, o, secs)?,
+            Ok(o) => {
+                print_outcome(out, o, secs)?;
+                if let (Some(id), (Some(named), Some(silent))) = (s.expect, verdict(s, o)) {
+                    writeln!(
+                        out,
+                        "   diagnosis: {id} {} in the {} capture, {} in the others",
+                        if named { "named" } else { "NOT named" },
+                        o.phases[0].name,
+                        if silent { "absent" } else { "ALSO named" }
+                    )?;
+                }
+            }
             Err(e) => {
                 failed += 1;
                 if args.json {
@@ -221,6 +241,17 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// (the expected finding was named in the broken phase, and in no other phase).
+fn verdict(s: &Scenario, o: &Outcome) -> (Option<bool>, Option<bool>) {
+    let Some(id) = s.expect else {
+        return (None, None);
+    };
+    let has = |p: &tcpwhy_lab::run::Phase| p.named.iter().any(|(x, _, _)| x == id);
+    let named = o.phases.first().map(has);
+    let silent = Some(o.phases.iter().skip(1).all(|p| !has(p)));
+    (named, silent)
 }
 
 /// p50 of the first phase (broken) over p50 of the second (fixed or control).
@@ -255,6 +286,19 @@ fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()>
         }
         for a in &p.analyzer {
             writeln!(out, "   {:<14}   capture shows: {a}", "")?;
+        }
+        if p.capture.is_some() {
+            let names: Vec<String> = p
+                .named
+                .iter()
+                .map(|(id, n, cost)| format!("{id} x{n} ({cost:.1} ms)"))
+                .collect();
+            let names = if names.is_empty() {
+                "nothing".to_string()
+            } else {
+                names.join(", ")
+            };
+            writeln!(out, "   {:<14}   tcpwhy analyze names: {names}", "")?;
         }
         if let Some(c) = &p.capture {
             writeln!(out, "   {:<14}   capture: {}", "", c.display())?;

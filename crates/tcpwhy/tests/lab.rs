@@ -51,6 +51,12 @@ fn run_json(name: &str, dir: &std::path::Path) -> Value {
     serde_json::from_str(stdout.lines().next().expect("one line")).expect("JSON")
 }
 
+/// The lab ran `tcpwhy analyze` on its captures: the expected finding in the broken one only.
+fn assert_diagnosed(v: &Value) {
+    assert_eq!(v["named_in_broken"], true, "{v}");
+    assert_eq!(v["silent_in_fixed"], true, "{v}");
+}
+
 fn phase<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["phases"]
         .as_array()
@@ -95,6 +101,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     // Seed 004: TIME-WAIT answers with old numbers; the retry costs milliseconds (Linux >= 5.6
     // retries 2 jiffies after its RST); with timestamps the SYN is accepted at once.
     let v = run_json("stale-syn-timewait", &dir);
+    assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 2.0, "{v}");
     assert!(p50(&v, "fixed") < 2.0, "{v}");
     assert!(samples(&v, "broken") >= 3);
@@ -107,6 +114,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
 
     // Seed 000: the lost RST leaves a stale socket; the challenge ACK costs the same retry.
     let v = run_json("stale-syn-lost-rst", &dir);
+    assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 2.0, "{v}");
     assert!(p50(&v, "control") < 2.0, "{v}");
     assert!(
@@ -120,11 +128,13 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
 
     // Seed 001's class: the second write waits for the server's delayed ACK (>= 40 ms).
     let v = run_json("nagle-delayed-ack", &dir);
+    assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 30.0, "{v}");
     assert!(p50(&v, "fixed") < 5.0, "{v}");
 
     // A full accept queue drops SYNs: they wait about a second for the retransmission.
     let v = run_json("syn-backlog-full", &dir);
+    assert_diagnosed(&v);
     assert!(
         phase(&v, "broken")["max_ms"].as_f64().unwrap() > 900.0,
         "{v}"
@@ -136,6 +146,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
 
     // Tail loss: recovery by probe or RTO costs far more than the 20 ms round trip.
     let v = run_json("tail-loss", &dir);
+    assert_diagnosed(&v);
     assert!(
         phase(&v, "broken")["extra"]["emulator_dropped"]
             .as_u64()
