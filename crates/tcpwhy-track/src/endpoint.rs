@@ -176,7 +176,15 @@ impl Endpoint {
     }
 
     /// Account a segment this side sent. Returns true when it carried new sequence space.
-    pub(crate) fn on_send(&mut self, seg: &TcpSegment, at: At, frame_len: u32) -> bool {
+    /// `peer_acked` is the highest ACK the peer sent: a keep-alive probe repeats a byte the
+    /// peer has already acknowledged; an unacknowledged byte sent again is a retransmission.
+    pub(crate) fn on_send(
+        &mut self,
+        seg: &TcpSegment,
+        at: At,
+        frame_len: u32,
+        peer_acked: Option<Seq>,
+    ) -> bool {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
         self.ip_fragments |= seg.first_fragment;
@@ -244,7 +252,7 @@ impl Endpoint {
                     self.unique_bytes += u64::from(len);
                     self.payload_bytes += u64::from(len);
                     self.data_segments += 1;
-                } else if len <= 1 && start == (next - 1) {
+                } else if len <= 1 && start == (next - 1) && peer_acked == Some(next) {
                     self.keepalives += 1;
                 } else {
                     self.count_retransmission(len);

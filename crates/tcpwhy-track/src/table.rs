@@ -346,7 +346,7 @@ impl Tracker {
             Side::Server => (&mut c.server, &mut c.client),
         };
         let retrans_before = me.retrans_segments;
-        let had_new = me.on_send(seg, at, frame_len);
+        let had_new = me.on_send(seg, at, frame_len, peer.max_ack);
         let retransmission = me.retrans_segments != retrans_before;
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {

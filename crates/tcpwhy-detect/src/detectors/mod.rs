@@ -5,6 +5,7 @@ mod fast_retransmit;
 mod nagle_delayed_ack;
 mod retx;
 mod rto_retransmission;
+mod server_delay;
 mod slow_start_restart;
 mod syn_refused;
 mod syn_stale_state;
@@ -25,6 +26,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(rto_retransmission::RtoRetransmission::default()),
         Box::new(fast_retransmit::FastRetransmit::default()),
         Box::new(zero_window::ZeroWindow::default()),
+        Box::new(server_delay::ServerDelay::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }

@@ -9,7 +9,8 @@
 //! **Evidence.** The original transmission and the retransmission. Details: how many, tail or
 //! not, the largest backoff, the waits.
 //!
-//! **Cost.** From the original transmission to the retransmission, per retransmission.
+//! **Cost.** From the original transmission to the last retransmission of the same data (the
+//! backoff waits are not added twice).
 //!
 //! **Known false positives.** A capture that missed the duplicate ACKs (capture loss) makes a
 //! fast retransmit look like a timeout; spurious timeouts (delay spikes) look the same.
@@ -39,6 +40,9 @@ struct State {
     tail: u32,
     max_attempt: u32,
     total_ns: i64,
+    /// The wait already counted for the sequence being retransmitted (backoff: only the
+    /// increment of each further attempt adds).
+    counted_ns: i64,
 }
 
 #[derive(Default)]
@@ -61,7 +65,12 @@ impl Detector for RtoRetransmission {
                 st.count += 1;
                 st.tail += u32::from(r.tail);
                 st.max_attempt = st.max_attempt.max(r.attempt);
-                st.total_ns += r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
+                let wait = r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
+                if r.attempt == 1 {
+                    st.counted_ns = 0;
+                }
+                st.total_ns += (wait - st.counted_ns).max(0);
+                st.counted_ns = st.counted_ns.max(wait);
                 if st.seen.len() < KEEP {
                     st.seen.push(r);
                 }
