@@ -67,15 +67,15 @@ impl Detector for ServerDelay {
             }
             // The request sent again: the server could not answer before it had it (the wait
             // before is the retransmission's, reported by the retransmission detectors).
-            Side::Client if ev.seg.payload_len > 0 && ev.retransmission => {
-                if st.request_last.is_some() {
-                    st.request_last = Some(ev.at);
-                }
+            Side::Client
+                if ev.seg.payload_len > 0 && ev.retransmission && st.request_last.is_some() =>
+            {
+                st.request_last = Some(ev.at);
             }
-            Side::Server if ev.seg.payload_len == 0 => {
-                if st.request_last.is_some() && st.acked.is_none() {
-                    st.acked = Some(ev.at);
-                }
+            Side::Server
+                if ev.seg.payload_len == 0 && st.request_last.is_some() && st.acked.is_none() =>
+            {
+                st.acked = Some(ev.at);
             }
             Side::Server if ev.new_data => {
                 let Some(req) = st.request_last.take() else {
