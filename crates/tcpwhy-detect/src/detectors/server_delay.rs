@@ -77,7 +77,7 @@ impl Detector for ServerDelay {
             {
                 st.acked = Some(ev.at);
             }
-            Side::Server if ev.new_data => {
+            Side::Server if ev.new_data && ev.seg.payload_len > 0 => {
                 let Some(req) = st.request_last.take() else {
                     return;
                 };
