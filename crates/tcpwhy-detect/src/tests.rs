@@ -220,3 +220,24 @@ fn syn_unanswered_ladder_fingerprints() {
     // One SYN answered at once: nothing.
     assert!(run(&HS).is_empty());
 }
+
+#[test]
+fn server_delay_counts_server_time_beyond_the_round_trip() {
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK, 5001, 1101, 0, 1000, &[]), // the stack ACKs after one round trip
+        (300, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+        (310, C, ACK, 1101, 5501, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["server-delay"]);
+    // 280 ms from the request to the answer, less the 10 ms round trip to the server.
+    assert_eq!(f[0].cost_ns, 270 * MS);
+    assert_eq!(f[0].frames, [4, 5, 6]);
+    assert_eq!(f[0].details["acked_before_answer"], 1);
+    // An answer within a few round trips is the network, not the server.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (45, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+    ]));
+    assert!(f.is_empty(), "{f:?}");
+}
