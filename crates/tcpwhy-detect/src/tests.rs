@@ -241,3 +241,29 @@ fn server_delay_counts_server_time_beyond_the_round_trip() {
     ]));
     assert!(f.is_empty(), "{f:?}");
 }
+
+#[test]
+fn path_latency_on_long_round_trips_only() {
+    // 80 ms RTT: handshake, then two exchanges of one round trip each.
+    let long = |rtt: i64| {
+        run(&[
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (rtt, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (rtt, C, ACK, 1001, 5001, 0, 1000, &[]),
+            (rtt, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (2 * rtt, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+            (2 * rtt, C, ACK | PSH, 1101, 5101, 100, 1000, &[]),
+            (3 * rtt, S, ACK | PSH, 5101, 1201, 100, 1000, &[]),
+        ])
+    };
+    let f = long(80);
+    assert_eq!(ids(&f), ["path-latency"]);
+    assert_eq!(
+        f[0].cost_ns,
+        3 * 80 * MS,
+        "the handshake and two one-round-trip exchanges"
+    );
+    assert_eq!(f[0].details["round_trips"], serde_json::json!([1, 1]));
+    // The same on a LAN (2 ms): nothing to say.
+    assert!(long(2).is_empty());
+}

@@ -3,6 +3,7 @@
 mod capture_loss;
 mod fast_retransmit;
 mod nagle_delayed_ack;
+mod path_latency;
 mod retx;
 mod rto_retransmission;
 mod server_delay;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(fast_retransmit::FastRetransmit::default()),
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(server_delay::ServerDelay::default()),
+        Box::new(path_latency::PathLatency::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }

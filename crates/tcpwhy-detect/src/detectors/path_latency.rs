@@ -1,0 +1,143 @@
+//! # path-latency: the network round trip itself dominates
+//!
+//! **Signal.** The round trip between client and server is long (30 ms or more) and the
+//! request/response exchanges take about one or two round trips each: nothing is broken, the
+//! distance (or a queue on the path) is the latency. Every extra round trip an application
+//! protocol makes costs one RTT.
+//!
+//! **Evidence.** The handshake and the first exchange. Details: the RTT, the exchanges and
+//! their latencies in round trips.
+//!
+//! **Cost.** The round trips: for each exchange, its latency rounded down to whole RTTs (at
+//! most the latency), plus the handshake.
+//!
+//! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
+//! latency; its cure is on the path, not in the end hosts.
+//!
+//! **References.** tcp-signatures.md section 7.
+
+use super::{rtt_ns, PerConn, MS};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "path-latency",
+    title: "the network round trip dominates (distance or a queue on the path)",
+    doc: include_str!("path_latency.rs"),
+};
+
+const MIN_RTT: i64 = 30 * MS;
+const KEEP: usize = 64;
+
+#[derive(Default, Debug)]
+struct State {
+    request_first: Option<At>,
+    response_last: Option<At>,
+    in_response: bool,
+    /// Exchange latencies (first request byte to last response byte).
+    exchanges: Vec<i64>,
+    first_exchange: Option<(At, At)>,
+}
+
+impl State {
+    fn close_exchange(&mut self) {
+        if let (Some(q), Some(r)) = (self.request_first, self.response_last) {
+            if self.exchanges.len() < KEEP {
+                self.exchanges.push(r.ts_ns - q.ts_ns);
+            }
+            self.first_exchange.get_or_insert((q, r));
+        }
+        self.request_first = None;
+        self.response_last = None;
+        self.in_response = false;
+    }
+}
+
+#[derive(Default)]
+pub struct PathLatency {
+    conns: PerConn<State>,
+}
+
+impl Detector for PathLatency {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        if ev.seg.payload_len == 0 || !ev.new_data || c.role.inferred() {
+            return;
+        }
+        let st = self.conns.get(c, Side::Client);
+        match ev.from {
+            Side::Client => {
+                if st.in_response {
+                    st.close_exchange();
+                }
+                st.request_first.get_or_insert(ev.at);
+            }
+            Side::Server => {
+                if st.request_first.is_some() {
+                    st.in_response = true;
+                    st.response_last = Some(ev.at);
+                }
+            }
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(mut st) = self.conns.take(c, Side::Client) else {
+            return;
+        };
+        st.close_exchange();
+        let Some(rtt) = rtt_ns(c).filter(|r| *r >= MIN_RTT) else {
+            return;
+        };
+        let Some((q, r)) = st.first_exchange else {
+            return;
+        };
+        let mut sorted = st.exchanges.clone();
+        sorted.sort_unstable();
+        let median = sorted[(sorted.len() - 1) / 2];
+        // Dominated by the path: the typical exchange is one to three round trips.
+        if median > 3 * rtt + rtt / 2 {
+            return;
+        }
+        let rounds: Vec<i64> = st.exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
+        let hs = c.handshake.rtt_ns().unwrap_or(0);
+        let cost = hs
+            + st.exchanges
+                .iter()
+                .zip(&rounds)
+                .map(|(l, n)| (n * rtt).min(*l))
+                .sum::<i64>();
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = c.handshake.syn.map_or(q.ts_ns, |a| a.ts_ns);
+        f.end_ns = c.last.ts_ns;
+        f.cost_ns = cost;
+        f.frames = [c.handshake.syn, c.handshake.syn_ack, Some(q), Some(r)]
+            .into_iter()
+            .flatten()
+            .map(|a| a.frame)
+            .collect();
+        f.frames.sort_unstable();
+        f.frames.dedup();
+        f.explanation = format!(
+            "The round trip between client and server is {}; {} exchanges took {} each (median, about {} round trips): {} of the connection's time is the path itself.",
+            ms(rtt),
+            st.exchanges.len(),
+            ms(median),
+            (median + rtt / 4) / rtt,
+            ms(cost)
+        );
+        f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
+        f.details = json!({
+            "rtt_ms": ms_f(rtt),
+            "exchanges": st.exchanges.len(),
+            "exchange_ms": st.exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
+            "round_trips": rounds,
+        });
+        out.push(f);
+    }
+}
