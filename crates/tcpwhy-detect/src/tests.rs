@@ -267,3 +267,20 @@ fn path_latency_on_long_round_trips_only() {
     // The same on a LAN (2 ms): nothing to say.
     assert!(long(2).is_empty());
 }
+
+#[test]
+fn client_delay_after_the_handshake_but_not_when_the_server_speaks_first() {
+    let f = run(&with_hs(&[
+        (210, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (220, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["client-delay"]);
+    assert_eq!(f[0].cost_ns, 200 * MS);
+    assert_eq!(f[0].frames, [3, 4]);
+    // A server greeting first (SMTP, MySQL): the client answers it, no client delay.
+    let f = run(&with_hs(&[
+        (200, S, ACK | PSH, 5001, 1001, 50, 1000, &[]),
+        (201, C, ACK | PSH, 1001, 5051, 100, 1000, &[]),
+    ]));
+    assert!(f.iter().all(|x| x.id != "client-delay"), "{f:?}");
+}

@@ -1,6 +1,7 @@
 //! The registry: every detector, one file each.
 
 mod capture_loss;
+mod client_delay;
 mod fast_retransmit;
 mod nagle_delayed_ack;
 mod path_latency;
@@ -29,6 +30,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(zero_window::ZeroWindow::default()),
         Box::new(server_delay::ServerDelay::default()),
         Box::new(path_latency::PathLatency::default()),
+        Box::new(client_delay::ClientDelay::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }

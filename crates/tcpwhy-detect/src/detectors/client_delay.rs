@@ -1,0 +1,88 @@
+//! # client-delay: the client waited before sending its request
+//!
+//! **Signal.** The handshake completed, the server said nothing, and the client's first
+//! request came much later: at least 50 ms and four round trips after the client's ACK of the
+//! SYN-ACK. The client application (or what it waited for: name resolution of the next step,
+//! a pool handing out a pre-opened connection, a lock) spent that time, not the network.
+//!
+//! **Evidence.** The client's handshake ACK and its first data segment.
+//!
+//! **Cost.** The wait.
+//!
+//! **Known false positives.** Connection pools open connections ahead of use; their first
+//! request is naturally later (the wait then costs nothing to the user). Protocols where the
+//! server speaks first are skipped (the server's greeting comes first).
+//!
+//! **References.** tcp-signatures.md section 7.
+
+use super::{rtt_ns, PerConn, MS};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "client-delay",
+    title: "the client waited after the handshake before its request",
+    doc: include_str!("client_delay.rs"),
+};
+
+const MIN_DELAY: i64 = 50 * MS;
+
+#[derive(Default, Debug)]
+struct State {
+    decided: bool,
+    finding: Option<(tcpwhy_track::At, tcpwhy_track::At)>,
+}
+
+#[derive(Default)]
+pub struct ClientDelay {
+    conns: PerConn<State>,
+}
+
+impl Detector for ClientDelay {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        let Some(hs_ack) = c.handshake.ack else {
+            return;
+        };
+        if ev.seg.payload_len == 0 || ev.at.frame <= hs_ack.frame {
+            return;
+        }
+        let st = self.conns.get(c, Side::Client);
+        if st.decided {
+            return;
+        }
+        st.decided = true;
+        if ev.from != Side::Client {
+            return; // the server spoke first
+        }
+        let wait = ev.at.ts_ns - hs_ack.ts_ns;
+        if wait >= MIN_DELAY && wait >= 4 * rtt_ns(c).unwrap_or(0) {
+            st.finding = Some((hs_ack, ev.at));
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = self.conns.take(c, Side::Client) else {
+            return;
+        };
+        let Some((ack, req)) = st.finding else { return };
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = ack.ts_ns;
+        f.end_ns = req.ts_ns;
+        f.cost_ns = req.ts_ns - ack.ts_ns;
+        f.frames = vec![ack.frame, req.frame];
+        f.explanation = format!(
+            "The client waited {} after the handshake before sending its request (round trip {}).",
+            ms(f.cost_ns),
+            rtt_ns(c).map_or("unknown".into(), ms)
+        );
+        f.fix = "the time is in the client application between connect() and its first write: profile it (or, for a connection pool, it is idle time, not latency)".into();
+        f.details = json!({"wait_ms": ms_f(f.cost_ns)});
+        out.push(f);
+    }
+}
