@@ -262,6 +262,18 @@ pub fn captured_at<T>(
     r
 }
 
+/// Run a capture file through the engine of `tcpwhy analyze` into `sink`.
+fn analyze_file(path: &Path, sink: &mut dyn tcpwhy_track::Sink) -> io::Result<()> {
+    let p = path.to_string_lossy().into_owned();
+    let mut cap = tcpwhy_capture::Capture::open(&[p]).map_err(io::Error::other)?;
+    let mut an = Analyzer::new(Config::default());
+    while let Some(pkt) = cap.next().map_err(io::Error::other)? {
+        an.frame(pkt.frame, pkt.ts_ns, pkt.link, pkt.data, pkt.orig_len, sink);
+    }
+    an.finish(sink);
+    Ok(())
+}
+
 /// The findings `tcpwhy analyze` makes of a capture: (id, cost in ns) per finding.
 pub fn findings(path: &Path) -> io::Result<Vec<(&'static str, i64)>> {
     struct Keep(Vec<(&'static str, i64)>);
@@ -271,27 +283,12 @@ pub fn findings(path: &Path) -> io::Result<Vec<(&'static str, i64)>> {
         }
         fn connection(&mut self, _c: &Connection) {}
     }
-    let p = path.to_string_lossy().into_owned();
-    let mut cap = tcpwhy_capture::Capture::open(&[p]).map_err(io::Error::other)?;
-    let mut an = Analyzer::new(Config::default());
     let mut keep = Keep(Vec::new());
-    let mut det = tcpwhy_detect::Detectors::new(&[], &mut keep);
-    while let Some(pkt) = cap.next().map_err(io::Error::other)? {
-        an.frame(
-            pkt.frame,
-            pkt.ts_ns,
-            pkt.link,
-            pkt.data,
-            pkt.orig_len,
-            &mut det,
-        );
-    }
-    an.finish(&mut det);
-    drop(det);
+    analyze_file(path, &mut tcpwhy_detect::Detectors::new(&[], &mut keep))?;
     Ok(keep.0)
 }
 
-/// What the analyzer named in a phase's capture, as one line: "syn-stale-state x3 (35.4 ms)".
+/// What the analyzer named in a phase's capture: (id, findings, total cost in ms).
 pub fn named(phase: &Phase) -> io::Result<Vec<(String, usize, f64)>> {
     let Some(path) = &phase.capture else {
         return Ok(Vec::new());
@@ -314,22 +311,8 @@ fn ms_ns(ns: i64) -> f64 {
 
 /// Every connection in a capture file, via the same engine as `tcpwhy analyze`.
 pub fn connections(path: &Path) -> io::Result<Vec<Connection>> {
-    let p = path.to_string_lossy().into_owned();
-    let mut cap = tcpwhy_capture::Capture::open(&[p]).map_err(io::Error::other)?;
-    let mut an = Analyzer::new(Config::default());
     let mut out = Vec::new();
-    let mut sink = |c: &Connection| out.push(c.clone());
-    while let Some(pkt) = cap.next().map_err(io::Error::other)? {
-        an.frame(
-            pkt.frame,
-            pkt.ts_ns,
-            pkt.link,
-            pkt.data,
-            pkt.orig_len,
-            &mut sink,
-        );
-    }
-    an.finish(&mut sink);
+    analyze_file(path, &mut |c: &Connection| out.push(c.clone()))?;
     out.sort_by_key(|c| c.id);
     Ok(out)
 }

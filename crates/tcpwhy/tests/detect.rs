@@ -3,17 +3,8 @@
 //! (fixtures/lab/README.md); the fixed and control captures and healthy traffic name nothing.
 
 mod common;
-use common::{analyze_json, fixture, tcpwhy};
+use common::{analyze_json, fixture, lab_fixture, tcpwhy};
 use serde_json::Value;
-use std::path::Path;
-
-fn lab(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/lab")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// Every finding record of `tcpwhy analyze --format json FILE`.
 fn findings(file: &str) -> Vec<Value> {
@@ -32,7 +23,7 @@ fn within_20pct(got: f64, want: f64) -> bool {
 
 #[test]
 fn stale_syn_timewait_named_with_cost() {
-    let f = findings(&lab("stale-syn-timewait-broken.pcap.gz"));
+    let f = findings(&lab_fixture("stale-syn-timewait-broken.pcap.gz"));
     assert_eq!(f.len(), 3, "{f:?}");
     for x in &f {
         assert_eq!(x["id"], "syn-stale-state");
@@ -52,12 +43,12 @@ fn stale_syn_timewait_named_with_cost() {
         f[0]["wireshark_filter"],
         "frame.number in {1341 1342 1343 1344 1345}"
     );
-    assert!(findings(&lab("stale-syn-timewait-fixed.pcap.gz")).is_empty());
+    assert!(findings(&lab_fixture("stale-syn-timewait-fixed.pcap.gz")).is_empty());
 }
 
 #[test]
 fn stale_syn_lost_rst_named_with_cost() {
-    let f = findings(&lab("stale-syn-lost-rst-broken.pcap"));
+    let f = findings(&lab_fixture("stale-syn-lost-rst-broken.pcap"));
     assert_eq!(f.len(), 5);
     let costs: Vec<f64> = f.iter().map(|x| x["cost_ms"].as_f64().unwrap()).collect();
     let mut sorted = costs.clone();
@@ -72,12 +63,12 @@ fn stale_syn_lost_rst_named_with_cost() {
         );
     }
     assert_eq!(f[0]["frames"], serde_json::json!([9, 10, 11, 12, 13]));
-    assert!(findings(&lab("stale-syn-lost-rst-control.pcap")).is_empty());
+    assert!(findings(&lab_fixture("stale-syn-lost-rst-control.pcap")).is_empty());
 }
 
 #[test]
 fn nagle_named_with_cost() {
-    let f = findings(&lab("nagle-delayed-ack-broken.pcap"));
+    let f = findings(&lab_fixture("nagle-delayed-ack-broken.pcap"));
     assert_eq!(f.len(), 1, "{f:?}");
     let x = &f[0];
     assert_eq!(x["id"], "nagle-delayed-ack");
@@ -92,12 +83,12 @@ fn nagle_named_with_cost() {
         "{x}"
     );
     // Hand-checked: header 42, the delayed ACK 43 (43.9 ms later), the body 44.
-    assert!(findings(&lab("nagle-delayed-ack-fixed.pcap")).is_empty());
+    assert!(findings(&lab_fixture("nagle-delayed-ack-fixed.pcap")).is_empty());
 }
 
 #[test]
 fn syn_backlog_named_with_cost() {
-    let all = findings(&lab("syn-backlog-full-broken.pcap"));
+    let all = findings(&lab_fixture("syn-backlog-full-broken.pcap"));
     let f: Vec<&Value> = all.iter().filter(|x| x["id"] == "syn-unanswered").collect();
     assert_eq!(f.len(), 4, "the 4 connections whose SYNs were dropped");
     for x in &f {
@@ -110,7 +101,7 @@ fn syn_backlog_named_with_cost() {
     }
     // Both phases pause 3 s before accept(): the server answers every request about 3 s late.
     // That is true, and it is the only thing named once the backlog is large enough.
-    let fixed = findings(&lab("syn-backlog-full-fixed.pcap"));
+    let fixed = findings(&lab_fixture("syn-backlog-full-fixed.pcap"));
     assert_eq!(fixed.len(), 8);
     for x in &fixed {
         assert_eq!(x["id"], "server-delay", "{x}");
@@ -127,7 +118,7 @@ fn tail_loss_named_with_cost() {
         assert_eq!(d.len(), 1, "{f:?}");
         assert!(within_20pct(d[0]["cost_ms"].as_f64().unwrap(), 200.0));
     };
-    let all = findings(&lab("tail-loss-broken.pcap"));
+    let all = findings(&lab_fixture("tail-loss-broken.pcap"));
     client_delay(&all);
     let f: Vec<&Value> = all.iter().filter(|x| x["id"] != "client-delay").collect();
     assert_eq!(f.len(), 1, "{f:?}");
@@ -139,14 +130,14 @@ fn tail_loss_named_with_cost() {
         within_20pct(x["cost_ms"].as_f64().unwrap() / 8.0, 246.7),
         "{x}"
     );
-    let control = findings(&lab("tail-loss-control.pcap"));
+    let control = findings(&lab_fixture("tail-loss-control.pcap"));
     client_delay(&control);
     assert_eq!(control.len(), 1, "{control:?}");
 }
 
 #[test]
 fn slow_start_restart_named_with_cost() {
-    let f = findings(&lab("slow-start-after-idle-broken.pcap.gz"));
+    let f = findings(&lab_fixture("slow-start-after-idle-broken.pcap.gz"));
     assert_eq!(f.len(), 1, "{f:?}");
     let x = &f[0];
     assert_eq!(x["id"], "slow-start-restart");
@@ -162,7 +153,7 @@ fn slow_start_restart_named_with_cost() {
         "slow-start-after-idle-fixed.pcap.gz",
         "slow-start-after-idle-bbr.pcap.gz",
     ] {
-        let f = findings(&lab(name));
+        let f = findings(&lab_fixture(name));
         assert_eq!(f.len(), 1, "{name}: {f:?}");
         assert_eq!(f[0]["id"], "path-latency");
         let rtt = f[0]["details"]["rtt_ms"].as_f64().unwrap();
@@ -211,7 +202,7 @@ fn python_http_server_nagle_is_found_in_the_loopback_fixture() {
 
 #[test]
 fn text_report_leads_with_the_answer() {
-    let out = tcpwhy(&["analyze", &lab("stale-syn-timewait-broken.pcap.gz")]);
+    let out = tcpwhy(&["analyze", &lab_fixture("stale-syn-timewait-broken.pcap.gz")]);
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("Causes, ranked by time lost:"));
@@ -222,7 +213,7 @@ fn text_report_leads_with_the_answer() {
 
 #[test]
 fn fail_on_disable_and_explain() {
-    let file = lab("tail-loss-broken.pcap");
+    let file = lab_fixture("tail-loss-broken.pcap");
     let out = tcpwhy(&[
         "analyze",
         "--fail-on",

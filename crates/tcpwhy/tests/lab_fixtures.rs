@@ -3,20 +3,11 @@
 //! fixed/control captures. No root needed.
 
 mod common;
-use common::analyze_json;
+use common::{analyze_json, lab_fixture};
 use serde_json::Value;
-use std::path::Path;
-
-fn lab(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/lab")
-        .join(name)
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn conns(name: &str) -> Vec<Value> {
-    let (mut c, _) = analyze_json(&[&lab(name)]);
+    let (mut c, _) = analyze_json(&[&lab_fixture(name)]);
     c.sort_by_key(|c| c["first_frame"].as_u64());
     c
 }

@@ -12,7 +12,7 @@
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; tcp-signatures.md section 5.
 
-use super::retx::{Retx, Sender};
+use super::retx::{evidence, Retx, Sender};
 use super::{side_name, PerConn};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
@@ -72,12 +72,7 @@ impl Detector for FastRetransmit {
             f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
             f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
             f.cost_ns = st.total_ns;
-            for r in &st.seen {
-                f.frames.extend(r.original.map(|o| o.frame));
-                f.frames.push(r.at.frame);
-            }
-            f.frames.sort_unstable();
-            f.frames.dedup();
+            f.frames = evidence(&st.seen);
             f.explanation = format!(
                 "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK); {} lost.",
                 side_name(c, side),

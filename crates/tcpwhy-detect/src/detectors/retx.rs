@@ -95,3 +95,14 @@ impl Sender {
         })
     }
 }
+
+/// Evidence frames of some retransmissions: each original and its retransmission, ascending.
+pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
+    let mut frames: Vec<u64> = seen
+        .iter()
+        .flat_map(|r| r.original.map(|o| o.frame).into_iter().chain([r.at.frame]))
+        .collect();
+    frames.sort_unstable();
+    frames.dedup();
+    frames
+}

@@ -17,7 +17,7 @@
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); tcp-signatures.md section 5.
 
-use super::retx::{Retx, Sender};
+use super::retx::{evidence, Retx, Sender};
 use super::{side_name, PerConn};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
@@ -95,12 +95,7 @@ impl Detector for RtoRetransmission {
             f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
             f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
             f.cost_ns = st.total_ns;
-            for r in &st.seen {
-                f.frames.extend(r.original.map(|o| o.frame));
-                f.frames.push(r.at.frame);
-            }
-            f.frames.sort_unstable();
-            f.frames.dedup();
+            f.frames = evidence(&st.seen);
             f.explanation = format!(
                 "{} sent data again after a timeout {} times ({} of them the last segment in flight: tail loss{}); waits {} ms; {} lost.",
                 side_name(c, side),

@@ -13,6 +13,15 @@ pub fn fixture(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
 }
 
+/// A capture the lab made (fixtures/lab).
+pub fn lab_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/lab")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
 pub fn tcpwhy(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
         .args(args)
