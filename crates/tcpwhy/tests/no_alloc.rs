@@ -8,6 +8,9 @@ use tcpwhy_track::{Analyzer, Config, Connection};
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
+/// dhat allows one profiler at a time: the tests take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A pcap (Ethernet) of one connection: SYN, SYN-ACK, ACK, then `n` data segments of 1000
 /// bytes from the client, each followed by the server's ACK.
 fn one_long_connection(n: u32) -> Vec<u8> {
@@ -54,6 +57,7 @@ fn one_long_connection(n: u32) -> Vec<u8> {
 
 #[test]
 fn no_allocation_per_packet() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _profiler = dhat::Profiler::builder().testing().build();
     let bytes = one_long_connection(10_000);
     let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
@@ -82,4 +86,41 @@ fn no_allocation_per_packet() {
     );
     an.finish(&mut sink);
     assert_eq!(finished, 1);
+}
+
+#[test]
+fn no_allocation_per_packet_with_every_detector() {
+    struct Count(u64);
+    impl tcpwhy_detect::Output for Count {
+        fn finding(&mut self, _f: &tcpwhy_detect::Finding) {
+            self.0 += 1;
+        }
+        fn connection(&mut self, _c: &Connection) {}
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let bytes = one_long_connection(10_000);
+    let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
+    let mut cap = Capture::from_readers(vec![reader]).unwrap();
+    let mut an = Analyzer::new(Config::default());
+    let mut out = Count(0);
+    let mut det = tcpwhy_detect::Detectors::new(&[], &mut out);
+    let mut before = None;
+    let mut packets = 0u64;
+    while let Some(p) = cap.next().unwrap() {
+        an.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
+        packets += 1;
+        // Warmed up once the detectors' per-connection rings are full (128 segments).
+        if packets == 1_000 {
+            before = Some(dhat::HeapStats::get().total_blocks);
+        }
+    }
+    let allocs = dhat::HeapStats::get().total_blocks - before.unwrap();
+    assert_eq!(
+        allocs,
+        0,
+        "{allocs} allocations over {} packets",
+        packets - 1_000
+    );
+    an.finish(&mut det);
 }

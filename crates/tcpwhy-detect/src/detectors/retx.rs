@@ -6,7 +6,7 @@ use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
 /// Segments remembered per sender (the newest); older ones age out.
-const RING: usize = 512;
+const RING: usize = 128;
 
 #[derive(Default, Debug)]
 pub(crate) struct Sender {

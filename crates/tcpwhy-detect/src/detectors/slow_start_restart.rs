@@ -34,6 +34,9 @@ pub static INFO: Info = Info {
 /// A first flight this small (in segments) after idle is a restart from the initial window.
 const RESTART_MAX_SEGMENTS: u32 = 12;
 const KEEP: usize = 4;
+/// Flights remembered per burst; a burst of more round trips is a long transfer, not a
+/// response after idle (later flights are folded into the last one: bounded memory).
+const MAX_FLIGHTS: usize = 64;
 
 #[derive(Default, Debug, Clone)]
 struct Burst {
@@ -136,7 +139,7 @@ impl Detector for SlowStartRestart {
             st.burst.first_flight_last = Some(ev.at);
             st.burst.flights.push(1);
             st.burst.flight_bytes.push(len);
-        } else if gap > flight_gap {
+        } else if gap > flight_gap && st.burst.flights.len() < MAX_FLIGHTS {
             st.burst.flights.push(1);
             st.burst.flight_bytes.push(len);
         } else {
