@@ -284,3 +284,32 @@ fn client_delay_after_the_handshake_but_not_when_the_server_speaks_first() {
     ]));
     assert!(f.iter().all(|x| x.id != "client-delay"), "{f:?}");
 }
+
+#[test]
+fn rwnd_limited_when_the_sender_waits_at_the_window_edge() {
+    // The client advertises 3000 bytes; the server fills it each round trip, then waits.
+    let mut lines = with_hs(&[(10, C, ACK, 1001, 5001, 0, 3000, &[])]);
+    let mut seq = 5001u32;
+    for round in 0..4i64 {
+        let t = 20 + round * 10;
+        for _ in 0..3 {
+            lines.push((t, S, ACK, seq, 1001, 1000, 1000, &[]));
+            seq += 1000;
+        }
+        lines.push((t + 10, C, ACK, 1001, seq, 0, 3000, &[]));
+    }
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["rwnd-limited"]);
+    assert_eq!(f[0].details["waits"], 3);
+    assert_eq!(f[0].details["max_window_bytes"], 3000);
+    assert_eq!(f[0].cost_ns, 3 * 10 * MS);
+    // A window far larger than what is sent: never full, nothing to say.
+    let mut lines = with_hs(&[(10, C, ACK, 1001, 5001, 0, 60000, &[])]);
+    let mut seq = 5001u32;
+    for round in 0..4i64 {
+        lines.push((20 + round * 10, S, ACK, seq, 1001, 1000, 1000, &[]));
+        seq += 1000;
+        lines.push((30 + round * 10, C, ACK, 1001, seq, 0, 60000, &[]));
+    }
+    assert!(run(&lines).is_empty());
+}

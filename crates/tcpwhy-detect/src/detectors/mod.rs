@@ -7,6 +7,7 @@ mod nagle_delayed_ack;
 mod path_latency;
 mod retx;
 mod rto_retransmission;
+mod rwnd_limited;
 mod server_delay;
 mod slow_start_restart;
 mod syn_refused;
@@ -31,6 +32,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(server_delay::ServerDelay::default()),
         Box::new(path_latency::PathLatency::default()),
         Box::new(client_delay::ClientDelay::default()),
+        Box::new(rwnd_limited::RwndLimited::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }
