@@ -8,7 +8,10 @@
 #![forbid(unsafe_code)]
 
 pub mod detectors;
+mod exchange;
 mod finding;
+
+pub use exchange::{Exchange, Split};
 
 pub use finding::Finding;
 use tcpwhy_track::{Connection, SegmentEvent, Sink};
@@ -43,6 +46,8 @@ pub fn infos() -> Vec<&'static Info> {
 pub trait Output {
     fn finding(&mut self, f: &Finding);
     fn connection(&mut self, c: &Connection);
+    /// A finished request/response exchange (before its connection's record).
+    fn exchange(&mut self, _x: &Exchange) {}
     /// The first write error so far (a closed pipe stops the run early).
     fn check(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -54,6 +59,8 @@ pub struct Detectors<'a> {
     active: Vec<Box<dyn Detector>>,
     out: &'a mut dyn Output,
     buf: Vec<Finding>,
+    exchanges: exchange::Exchanges,
+    xbuf: Vec<Exchange>,
 }
 
 impl<'a> Detectors<'a> {
@@ -67,6 +74,8 @@ impl<'a> Detectors<'a> {
             active,
             out,
             buf: Vec::new(),
+            exchanges: Default::default(),
+            xbuf: Vec::new(),
         }
     }
 
@@ -78,6 +87,9 @@ impl<'a> Detectors<'a> {
         for f in self.buf.drain(..) {
             self.out.finding(&f);
         }
+        for x in self.xbuf.drain(..) {
+            self.out.exchange(&x);
+        }
     }
 }
 
@@ -86,7 +98,8 @@ impl Sink for Detectors<'_> {
         for d in self.active.iter_mut() {
             d.segment(c, ev, &mut self.buf);
         }
-        if !self.buf.is_empty() {
+        self.exchanges.segment(c, ev, &mut self.xbuf);
+        if !self.buf.is_empty() || !self.xbuf.is_empty() {
             self.flush();
         }
     }
@@ -95,6 +108,7 @@ impl Sink for Detectors<'_> {
         for d in self.active.iter_mut() {
             d.finished(c, &mut self.buf);
         }
+        self.exchanges.finished(c, &mut self.xbuf);
         self.buf
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();

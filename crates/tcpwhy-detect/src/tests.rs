@@ -313,3 +313,95 @@ fn rwnd_limited_when_the_sender_waits_at_the_window_edge() {
     }
     assert!(run(&lines).is_empty());
 }
+
+#[derive(Default)]
+struct Xs(Vec<Exchange>);
+impl Output for Xs {
+    fn finding(&mut self, _f: &Finding) {}
+    fn connection(&mut self, _c: &Connection) {}
+    fn exchange(&mut self, x: &Exchange) {
+        self.0.push(x.clone());
+    }
+}
+
+fn exchanges(lines: &[Line]) -> Vec<Exchange> {
+    let mut out = Xs::default();
+    let mut det = Detectors::new(&[], &mut out);
+    let mut t = Tracker::new(Config::default());
+    for (i, &(ms, from, flags, seq, ack, len, window, _)) in lines.iter().enumerate() {
+        let to = if from == C { S } else { C };
+        let seg = TcpSegment {
+            src: from.0,
+            dst: to.0,
+            src_port: from.1,
+            dst_port: to.1,
+            seq: Seq(seq),
+            ack: Seq(ack),
+            flags: TcpFlags(flags),
+            window,
+            payload_len: len,
+            options: TcpOptions::default(),
+            ip_id: 0,
+            first_fragment: false,
+        };
+        t.segment(
+            &seg,
+            At {
+                frame: i as u64 + 1,
+                ts_ns: ms * MS,
+            },
+            54 + len,
+            &mut det,
+        );
+    }
+    t.finish_all(&mut det);
+    drop(det);
+    out.0
+}
+
+#[test]
+fn exchange_latency_splits_into_parts_that_add_up() {
+    // Near the client, 10 ms RTT. Request in two pieces with a Nagle hold of 40 ms; the
+    // server thinks 100 ms; the response's second segment waits 200 ms for a retransmission.
+    let x = exchanges(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 50, 1000, &[]),
+        (60, S, ACK, 5001, 1051, 0, 1000, &[]), // delayed ACK, 40 ms
+        (60, C, ACK | PSH, 1051, 5001, 50, 1000, &[]), // the held piece, at once
+        (170, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]), // 110 ms: 10 network + 100 server
+        (171, S, ACK | PSH, 6001, 1101, 500, 1000, &[]),
+        (380, S, ACK | PSH, 6001, 1101, 500, 1000, &[]), // retransmitted after 209 ms
+        (390, C, ACK, 1101, 6501, 0, 1000, &[]),
+    ]));
+    assert_eq!(x.len(), 1);
+    let s = x[0].split;
+    assert_eq!(x[0].latency_ns, 360 * MS);
+    assert_eq!(s.held_ns, 40 * MS);
+    assert_eq!(s.client_ns, 0);
+    assert_eq!(s.network_ns, 10 * MS);
+    assert_eq!(s.server_ns, 100 * MS);
+    assert_eq!(s.retransmission_ns, 209 * MS);
+    assert_eq!(s.transfer_ns, MS);
+    let sum = s.client_ns
+        + s.network_ns
+        + s.server_ns
+        + s.retransmission_ns
+        + s.window_ns
+        + s.held_ns
+        + s.transfer_ns;
+    assert_eq!(sum, x[0].latency_ns);
+    assert_eq!((x[0].request_bytes, x[0].response_bytes), (100, 1500));
+}
+
+#[test]
+fn server_greeting_is_not_a_response_and_each_request_starts_an_exchange() {
+    let x = exchanges(&with_hs(&[
+        (11, S, ACK | PSH, 5001, 1001, 20, 1000, &[]), // greeting
+        (12, C, ACK | PSH, 1001, 5021, 10, 1000, &[]),
+        (23, S, ACK | PSH, 5021, 1011, 10, 1000, &[]),
+        (30, C, ACK | PSH, 1011, 5031, 10, 1000, &[]),
+        (41, S, ACK | PSH, 5031, 1021, 10, 1000, &[]),
+    ]));
+    assert_eq!(x.len(), 2);
+    assert_eq!(x[0].latency_ns, 11 * MS);
+    assert_eq!(x[1].index, 2);
+}

@@ -109,7 +109,7 @@ fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
         None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
     };
     Ok(match args.format {
-        Format::Json => Box::new(output::json::JsonPrinter::new(out, live)),
+        Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
         Format::Text => Box::new(output::text::TextPrinter::new(out, args.top, live)),
     })
 }

@@ -71,6 +71,9 @@ pub struct AnalyzeArgs {
     /// Exit 1 when a finding with one of these ids exists (for CI gates).
     #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
     pub fail_on: Vec<String>,
+    /// JSON: also write a record per request/response exchange, with its latency split.
+    #[arg(long)]
+    pub exchanges: bool,
     /// How many of the slowest connections the text report lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,

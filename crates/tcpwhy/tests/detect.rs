@@ -255,3 +255,73 @@ fn fail_on_disable_and_explain() {
     }
     assert_eq!(tcpwhy(&["explain", "nope"]).status.code(), Some(2));
 }
+
+/// The `--exchanges` records of a capture.
+fn exchange_records(file: &str) -> Vec<Value> {
+    let out = tcpwhy(&["analyze", "--format", "json", "--exchanges", file]);
+    assert_eq!(out.status.code(), Some(0));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "exchange")
+        .collect()
+}
+
+#[test]
+fn exchange_splits_name_where_the_time_went() {
+    let parts = [
+        "client",
+        "network",
+        "server",
+        "retransmission",
+        "window",
+        "held",
+        "transfer",
+    ];
+    let sum = |x: &Value| {
+        parts
+            .iter()
+            .map(|p| x["split_ms"][p].as_f64().unwrap())
+            .sum::<f64>()
+    };
+    // Nagle: after the first (quick-ACKed) exchange, each holds the body about 44 ms.
+    let x = exchange_records(&lab_fixture("nagle-delayed-ack-broken.pcap"));
+    assert_eq!(x.len(), 20);
+    for e in &x[1..] {
+        assert!(
+            within_20pct(e["split_ms"]["held"].as_f64().unwrap(), 43.93),
+            "{e}"
+        );
+    }
+    // Tail loss (captured at the server): each response waits for its tail's retransmission.
+    let x = exchange_records(&lab_fixture("tail-loss-broken.pcap"));
+    assert_eq!(x.len(), 8);
+    for e in &x {
+        assert!(
+            within_20pct(e["split_ms"]["retransmission"].as_f64().unwrap(), 246.7),
+            "{e}"
+        );
+    }
+    // The server that pauses 3 s before accept(): server time.
+    let x = exchange_records(&lab_fixture("syn-backlog-full-fixed.pcap"));
+    assert_eq!(x.len(), 8);
+    for e in &x {
+        assert!(
+            within_20pct(e["split_ms"]["server"].as_f64().unwrap(), 3000.0),
+            "{e}"
+        );
+    }
+    // Everywhere the parts add up to the latency (to the microsecond rounding).
+    for f in [
+        "nagle-delayed-ack-broken.pcap",
+        "tail-loss-broken.pcap",
+        "slow-start-after-idle-broken.pcap.gz",
+    ] {
+        for e in exchange_records(&lab_fixture(f)) {
+            assert!(
+                (sum(&e) - e["latency_ms"].as_f64().unwrap()).abs() < 0.01,
+                "{f}: {e}"
+            );
+        }
+    }
+}

@@ -15,15 +15,18 @@ pub struct JsonPrinter {
     vantage: [u64; 5],
     /// Flush after every record (live capture: records as they happen).
     live: bool,
+    /// Write a record per request/response exchange (`--exchanges`).
+    exchanges: bool,
 }
 
 impl JsonPrinter {
-    pub fn new(out: Box<dyn Write>, live: bool) -> JsonPrinter {
+    pub fn new(out: Box<dyn Write>, live: bool, exchanges: bool) -> JsonPrinter {
         JsonPrinter {
             out,
             err: None,
             vantage: [0; 5],
             live,
+            exchanges,
         }
     }
 
@@ -239,7 +242,40 @@ pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
     })
 }
 
+pub fn exchange_json(x: &tcpwhy_detect::Exchange) -> Value {
+    let s = &x.split;
+    json!({
+        "type": "exchange",
+        "version": SCHEMA_VERSION,
+        "connection": x.connection,
+        "index": x.index,
+        "start": rfc3339(x.start.ts_ns),
+        "start_ns": x.start.ts_ns,
+        "end_ns": x.end.ts_ns,
+        "frames": [x.start.frame, x.response_first.frame, x.end.frame],
+        "latency_ms": ms(x.latency_ns),
+        "request_bytes": x.request_bytes,
+        "response_bytes": x.response_bytes,
+        "split_ms": {
+            "client": ms(s.client_ns),
+            "network": ms(s.network_ns),
+            "server": ms(s.server_ns),
+            "retransmission": ms(s.retransmission_ns),
+            "window": ms(s.window_ns),
+            "held": ms(s.held_ns),
+            "transfer": ms(s.transfer_ns),
+        },
+    })
+}
+
 impl Printer for JsonPrinter {
+    fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
+        if self.exchanges {
+            let v = exchange_json(x);
+            self.line(&v);
+        }
+    }
+
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
         let v = finding_json(f);
         self.line(&v);

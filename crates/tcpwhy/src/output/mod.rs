@@ -22,6 +22,8 @@ pub struct Report<'a> {
 pub trait Printer {
     /// A finding (before the record of its connection).
     fn finding(&mut self, f: &tcpwhy_detect::Finding);
+    /// A request/response exchange (before the record of its connection).
+    fn exchange(&mut self, x: &tcpwhy_detect::Exchange);
     /// A finished connection. Write errors are kept and returned by `check`.
     fn connection(&mut self, c: &Connection);
     /// The first write error so far, if any.
@@ -43,6 +45,9 @@ impl tcpwhy_detect::Output for ToPrinter<'_> {
     }
     fn connection(&mut self, c: &Connection) {
         self.printer.connection(c);
+    }
+    fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
+        self.printer.exchange(x);
     }
     fn check(&mut self) -> io::Result<()> {
         self.printer.check()

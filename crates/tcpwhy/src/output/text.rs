@@ -34,8 +34,14 @@ struct Cause {
     example: Option<tcpwhy_detect::Finding>,
 }
 
+/// Exchange latencies kept for percentiles (a deterministic uniform sample beyond this).
+const LATENCY_SAMPLE: usize = 100_000;
+
 pub struct TextPrinter {
     causes: std::collections::BTreeMap<&'static str, Cause>,
+    exchanges: u64,
+    latencies: Vec<i64>,
+    split: tcpwhy_detect::Split,
     out: Box<dyn Write>,
     err: Option<io::Error>,
     top: usize,
@@ -54,6 +60,9 @@ impl TextPrinter {
     pub fn new(out: Box<dyn Write>, top: usize, live: bool) -> TextPrinter {
         TextPrinter {
             causes: Default::default(),
+            exchanges: 0,
+            latencies: Vec::new(),
+            split: Default::default(),
             out,
             err: None,
             top,
@@ -122,7 +131,71 @@ impl TextPrinter {
     }
 }
 
+impl TextPrinter {
+    fn exchanges_report(&mut self) -> io::Result<()> {
+        if self.exchanges == 0 {
+            return Ok(());
+        }
+        self.latencies.sort_unstable();
+        let pct = |p: f64| {
+            let v = &self.latencies;
+            v[(((v.len() as f64) * p).ceil() as usize).clamp(1, v.len()) - 1]
+        };
+        let s = self.split;
+        let parts = [
+            ("network", s.network_ns),
+            ("server", s.server_ns),
+            ("transfer", s.transfer_ns),
+            ("client", s.client_ns),
+            ("retransmission", s.retransmission_ns),
+            ("window", s.window_ns),
+            ("held segments", s.held_ns),
+        ];
+        let total: i64 = parts.iter().map(|p| p.1).sum::<i64>().max(1);
+        let mut shown: Vec<String> = parts
+            .iter()
+            .map(|(k, v)| (k, *v as f64 * 100.0 / total as f64))
+            .filter(|(_, pct)| *pct >= 0.5)
+            .map(|(k, pct)| format!("{k} {pct:.0}%"))
+            .collect();
+        if shown.is_empty() {
+            shown.push("nothing measurable".into());
+        }
+        writeln!(
+            self.out,
+            "{} request/response exchanges: latency p50 {}, p99 {}, max {}; time went to {}",
+            self.exchanges,
+            fmt_ms(pct(0.5)),
+            fmt_ms(pct(0.99)),
+            fmt_ms(pct(1.0)),
+            shown.join(", ")
+        )
+    }
+}
+
 impl Printer for TextPrinter {
+    fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
+        self.exchanges += 1;
+        let n = self.exchanges as usize;
+        if self.latencies.len() < LATENCY_SAMPLE {
+            self.latencies.push(x.latency_ns);
+        } else {
+            // Algorithm R with a fixed multiplicative hash: the same input, the same sample.
+            let j = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % n as u64;
+            if (j as usize) < LATENCY_SAMPLE {
+                self.latencies[j as usize] = x.latency_ns;
+            }
+        }
+        let s = &mut self.split;
+        s.client_ns += x.split.client_ns;
+        s.network_ns += x.split.network_ns;
+        s.server_ns += x.split.server_ns;
+        s.retransmission_ns += x.split.retransmission_ns;
+        s.window_ns += x.split.window_ns;
+        s.transfer_ns += x.split.transfer_ns;
+        s.held_ns += x.split.held_ns;
+    }
+
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
         if self.live && self.err.is_none() {
             let r = writeln!(self.out, "[{}] {}: {}", f.id, f.connection, f.explanation)
@@ -285,6 +358,8 @@ impl Printer for TextPrinter {
                 r.tracker.evicted
             )?;
         }
+        self.exchanges_report()?;
+        let o = &mut self.out;
         let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
         if !rows.is_empty() {
             writeln!(o)?;

@@ -1,0 +1,207 @@
+//! Exchanges: in request/response traffic a request is a run of data from the client and the
+//! response the run of data from the server that follows it. Every exchange gets its latency
+//! (first request byte to last response byte, at the capture point) split so that the parts
+//! add up to it:
+//!
+//! - `client`: the request's own spread, first to last request segment (the client writing
+//!   it in pieces, Nagle holding a piece);
+//! - `network`: the round trip from the capture point to the server and back (the handshake's
+//!   SYN -> SYN-ACK part: nearly the whole RTT near the client, nearly nothing near the server);
+//! - `server`: the rest of the wait for the first response byte (the server's own time);
+//! - `retransmission`: waits of the response's retransmitted segments;
+//! - `window`: time the client's window was zero during the response;
+//! - `held`: a small segment held until the peer's delayed ACK (Nagle), in the request or the
+//!   response: a silence of 30 ms or more ended by the peer's pure ACK and, within 2 ms, the
+//!   held segment;
+//! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
+//!   congestion window grows).
+
+use crate::detectors::PerConn;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    pub client_ns: i64,
+    pub network_ns: i64,
+    pub server_ns: i64,
+    pub retransmission_ns: i64,
+    pub window_ns: i64,
+    pub held_ns: i64,
+    pub transfer_ns: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    pub connection: u64,
+    /// 1-based within the connection.
+    pub index: u32,
+    pub start: At,
+    pub response_first: At,
+    pub end: At,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    pub latency_ns: i64,
+    pub split: Split,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    req_first: Option<At>,
+    req_last: Option<At>,
+    req_bytes: u64,
+    resp_first: Option<At>,
+    resp_last: Option<At>,
+    resp_bytes: u64,
+    last_server_send: Option<At>,
+    retrans_ns: i64,
+    zero_since: Option<At>,
+    window_ns: i64,
+    /// Held time in the request and in the response, and the last pure ACK of each side.
+    held_req_ns: i64,
+    held_resp_ns: i64,
+    client_ack: Option<At>,
+    server_ack: Option<At>,
+    count: u32,
+}
+
+/// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
+const HOLD_MIN: i64 = 30_000_000;
+const RELEASE: i64 = 2_000_000;
+
+fn held(prev: Option<At>, ack: Option<At>, now: At) -> i64 {
+    match (prev, ack) {
+        (Some(p), Some(a))
+            if a.ts_ns > p.ts_ns
+                && now.ts_ns - p.ts_ns >= HOLD_MIN
+                && now.ts_ns - a.ts_ns <= RELEASE =>
+        {
+            a.ts_ns - p.ts_ns
+        }
+        _ => 0,
+    }
+}
+
+/// Follows every connection's exchanges.
+#[derive(Default)]
+pub struct Exchanges {
+    conns: PerConn<State>,
+}
+
+impl Exchanges {
+    pub fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, out: &mut Vec<Exchange>) {
+        let seg = ev.seg;
+        if seg.flags.syn() || seg.flags.rst() || c.role.inferred() {
+            return;
+        }
+        let st = self.conns.get(c, Side::Client);
+        // A zero window from the client stalls the response.
+        if ev.from == Side::Client && st.resp_first.is_some() {
+            match (seg.window, st.zero_since) {
+                (0, None) => st.zero_since = Some(ev.at),
+                (w, Some(z)) if w > 0 => {
+                    st.window_ns += ev.at.ts_ns - z.ts_ns;
+                    st.zero_since = None;
+                }
+                _ => {}
+            }
+        }
+        if seg.payload_len == 0 {
+            if seg.flags.ack() && !seg.flags.fin() {
+                match ev.from {
+                    Side::Client => st.client_ack = Some(ev.at),
+                    Side::Server => st.server_ack = Some(ev.at),
+                }
+            }
+            return;
+        }
+        match ev.from {
+            Side::Client => {
+                if st.resp_first.is_some() {
+                    if let Some(x) = st.close(c) {
+                        out.push(x);
+                    }
+                }
+                st.held_req_ns += held(st.req_last, st.server_ack, ev.at);
+                st.req_first.get_or_insert(ev.at);
+                st.req_last = Some(ev.at);
+                if ev.new_data {
+                    st.req_bytes += u64::from(seg.payload_len);
+                }
+            }
+            Side::Server => {
+                if st.req_first.is_none() {
+                    return; // the server speaks first (a greeting): not a response
+                }
+                if st.resp_first.is_some() && !ev.retransmission {
+                    st.held_resp_ns += held(st.last_server_send, st.client_ack, ev.at);
+                }
+                st.resp_first.get_or_insert(ev.at);
+                if ev.retransmission {
+                    if let Some(prev) = st.last_server_send {
+                        st.retrans_ns += ev.at.ts_ns - prev.ts_ns;
+                    }
+                }
+                if ev.new_data {
+                    st.resp_bytes += u64::from(seg.payload_len);
+                }
+                st.resp_last = Some(ev.at);
+                st.last_server_send = Some(ev.at);
+            }
+        }
+    }
+
+    pub fn finished(&mut self, c: &Connection, out: &mut Vec<Exchange>) {
+        if let Some(mut st) = self.conns.take(c, Side::Client) {
+            if let Some(x) = st.close(c) {
+                out.push(x);
+            }
+        }
+    }
+}
+
+impl State {
+    fn close(&mut self, c: &Connection) -> Option<Exchange> {
+        let taken = std::mem::take(self);
+        self.count = taken.count;
+        let (Some(start), Some(req_last), Some(first), Some(end)) = (
+            taken.req_first,
+            taken.req_last,
+            taken.resp_first,
+            taken.resp_last,
+        ) else {
+            return None;
+        };
+        self.count += 1;
+        let latency = end.ts_ns - start.ts_ns;
+        let spread = (req_last.ts_ns - start.ts_ns).max(0);
+        let held_req = taken.held_req_ns.min(spread);
+        let client = spread - held_req;
+        let wait = (first.ts_ns - req_last.ts_ns).max(0);
+        let network = c.handshake.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
+        let server = wait - network;
+        let delivery = (end.ts_ns - first.ts_ns).max(0);
+        let retransmission = taken.retrans_ns.min(delivery);
+        let window = taken.window_ns.min(delivery - retransmission);
+        let held_resp = taken.held_resp_ns.min(delivery - retransmission - window);
+        let transfer = delivery - retransmission - window - held_resp;
+        Some(Exchange {
+            connection: c.id,
+            index: self.count,
+            start,
+            response_first: first,
+            end,
+            request_bytes: taken.req_bytes,
+            response_bytes: taken.resp_bytes,
+            latency_ns: latency,
+            split: Split {
+                client_ns: client,
+                network_ns: network,
+                server_ns: server,
+                retransmission_ns: retransmission,
+                window_ns: window,
+                held_ns: held_req + held_resp,
+                transfer_ns: transfer,
+            },
+        })
+    }
+}
