@@ -190,10 +190,6 @@ where
     )
 }
 
-fn stop_server(s: Server) -> io::Result<u64> {
-    s.stop()
-}
-
 /// Accept errors that only mean "nothing yet".
 fn idle(e: &io::Error) -> bool {
     matches!(
@@ -328,7 +324,7 @@ fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
         stale_exchanges(&mut phase)?;
         out.phases.push(phase);
     }
-    stop_server(srv)?;
+    srv.stop()?;
     Ok(out)
 }
 
@@ -409,7 +405,7 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
         stale_exchanges(&mut phase)?;
         out.phases.push(phase);
     }
-    stop_server(srv)?;
+    srv.stop()?;
     Ok(out)
 }
 
@@ -610,7 +606,7 @@ fn slow_start_after_idle(ctx: &Ctx) -> io::Result<Outcome> {
             })
         });
         let emu_stats = emu.finish();
-        stop_server(srv)?;
+        srv.stop()?;
         phase.latencies = lat?;
         let emu_stats = emu_stats?;
         if let Some(path) = phase.capture.clone() {
@@ -751,7 +747,7 @@ fn nagle_delayed_ack(ctx: &Ctx) -> io::Result<Outcome> {
     if let Some(p) = out.phases.first_mut() {
         p.extra = json!({"size_sweep": sweep.iter().map(|(w, len, p50)| json!({"writes": w, "bytes": len, "p50_ms": crate::stats::ms(*p50)})).collect::<Vec<_>>()});
     }
-    stop_server(srv)?;
+    srv.stop()?;
     Ok(out)
 }
 
@@ -933,8 +929,8 @@ fn ehash_chain(ctx: &Ctx) -> io::Result<Outcome> {
             }
         }
         let tw = server_sockstat(topo_ref);
-        stop_server(pp)?;
-        stop_server(fill)?;
+        pp.stop()?;
+        fill.stop()?;
         let _ = measurer.join();
         phase.analyzer.push(format!(
             "server namespace /proc/net/sockstat at the end: {tw}"
@@ -1147,7 +1143,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
             },
         );
         let stats = emu.finish();
-        stop_server(srv)?;
+        srv.stop()?;
         phase.latencies = lat?;
         let stats = stats?;
         phase.extra = json!({"emulator_dropped": stats.dropped});

@@ -3,7 +3,7 @@
 
 use std::io::Cursor;
 use tcpwhy_capture::{Capture, FileReader};
-use tcpwhy_track::{Analyzer, Config, Connection};
+use tcpwhy_track::{Analyzer, Config, Connection, Sink};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -55,29 +55,38 @@ fn one_long_connection(n: u32) -> Vec<u8> {
     f
 }
 
+/// Read, decode and track the 20 003 packets of `one_long_connection(10_000)` into `sink`;
+/// returns (packets, heap allocations after the first `warm` packets). The caller holds the
+/// dhat profiler.
+fn allocations_after(warm: u64, an: &mut Analyzer, sink: &mut dyn Sink) -> (u64, u64) {
+    let bytes = one_long_connection(10_000);
+    let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
+    let mut cap = Capture::from_readers(vec![reader]).unwrap();
+    let mut before = None;
+    let mut packets = 0u64;
+    while let Some(p) = cap.next().unwrap() {
+        an.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, sink);
+        packets += 1;
+        if packets == warm {
+            before = Some(dhat::HeapStats::get().total_blocks);
+        }
+    }
+    (
+        packets,
+        dhat::HeapStats::get().total_blocks - before.unwrap(),
+    )
+}
+
 #[test]
 fn no_allocation_per_packet() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _profiler = dhat::Profiler::builder().testing().build();
-    let bytes = one_long_connection(10_000);
-    let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
-    let mut cap = Capture::from_readers(vec![reader]).unwrap();
     let mut an = Analyzer::new(Config::default());
     let mut finished = 0;
     let mut sink = |_: &Connection| finished += 1;
-    let mut before = None;
-    let mut packets = 0u64;
-    while let Some(p) = cap.next().unwrap() {
-        an.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut sink);
-        packets += 1;
-        if packets == 100 {
-            // Warmed up: the table holds the connection, buffers have their size.
-            before = Some(dhat::HeapStats::get().total_blocks);
-        }
-    }
-    let after = dhat::HeapStats::get().total_blocks;
+    // Warmed up after 100 packets: the table holds the connection, buffers have their size.
+    let (packets, allocs) = allocations_after(100, &mut an, &mut sink);
     assert_eq!(packets, 20_003);
-    let allocs = after - before.unwrap();
     assert_eq!(
         allocs,
         0,
@@ -99,23 +108,12 @@ fn no_allocation_per_packet_with_every_detector() {
     }
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _profiler = dhat::Profiler::builder().testing().build();
-    let bytes = one_long_connection(10_000);
-    let reader = FileReader::from_reader("mem", Box::new(Cursor::new(bytes))).unwrap();
-    let mut cap = Capture::from_readers(vec![reader]).unwrap();
     let mut an = Analyzer::new(Config::default());
     let mut out = Count(0);
     let mut det = tcpwhy_detect::Detectors::new(&[], &mut out);
-    let mut before = None;
-    let mut packets = 0u64;
-    while let Some(p) = cap.next().unwrap() {
-        an.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
-        packets += 1;
-        // Warmed up once the detectors' per-connection rings are full (128 segments).
-        if packets == 1_000 {
-            before = Some(dhat::HeapStats::get().total_blocks);
-        }
-    }
-    let allocs = dhat::HeapStats::get().total_blocks - before.unwrap();
+    // Warmed up once the detectors' per-connection rings are full (128 segments).
+    let (packets, allocs) = allocations_after(1_000, &mut an, &mut det);
+    assert_eq!(packets, 20_003);
     assert_eq!(
         allocs,
         0,

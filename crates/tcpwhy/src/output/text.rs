@@ -15,7 +15,6 @@ struct Row {
     id: u64,
     client: String,
     server: String,
-    start_ns: i64,
     packets: u64,
     c2s: u64,
     s2c: u64,
@@ -268,7 +267,6 @@ impl Printer for TextPrinter {
             id: c.id,
             client: endpoint(c.client.addr, c.client.port),
             server: endpoint(c.server.addr, c.server.port),
-            start_ns: c.first.ts_ns,
             packets: c.packets(),
             c2s: c.client.unique_bytes,
             s2c: c.server.unique_bytes,
@@ -384,7 +382,6 @@ impl Printer for TextPrinter {
                     hs,
                     row.close
                 )?;
-                let _ = row.start_ns;
             }
         }
         if let Some(e) = &r.error {
