@@ -26,6 +26,12 @@ pub struct Info {
 
 pub trait Detector {
     fn info(&self) -> &'static Info;
+    /// Further ids this detector emits (one classification feeding several findings).
+    fn also(&self) -> &'static [&'static Info] {
+        &[]
+    }
+    /// Stop emitting `id` (one of `info()` and `also()`).
+    fn disable(&mut self, _id: &str) {}
     /// Every segment of every connection, after the tracker accounted it.
     fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {}
     /// The connection is finished: emit what is pending and forget it.
@@ -39,7 +45,10 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
 
 /// The documentation of every detector, for `tcpwhy explain`.
 pub fn infos() -> Vec<&'static Info> {
-    registry().iter().map(|d| d.info()).collect()
+    registry()
+        .iter()
+        .flat_map(|d| std::iter::once(d.info()).chain(d.also().iter().copied()))
+        .collect()
 }
 
 /// Receives findings and finished connections, in that order for each connection.
@@ -66,10 +75,21 @@ pub struct Detectors<'a> {
 impl<'a> Detectors<'a> {
     /// All registered detectors except the ids in `disabled`.
     pub fn new(disabled: &[String], out: &'a mut dyn Output) -> Detectors<'a> {
-        let active = registry()
-            .into_iter()
-            .filter(|d| !disabled.iter().any(|x| x == d.info().id))
-            .collect();
+        let off = |id: &str| disabled.iter().any(|x| x == id);
+        let mut active: Vec<Box<dyn Detector>> = Vec::new();
+        for mut d in registry() {
+            let ids: Vec<&'static str> = std::iter::once(d.info())
+                .chain(d.also().iter().copied())
+                .map(|i| i.id)
+                .collect();
+            if ids.iter().all(|id| off(id)) {
+                continue;
+            }
+            for id in ids.into_iter().filter(|id| off(id)) {
+                d.disable(id);
+            }
+            active.push(d);
+        }
         Detectors {
             active,
             out,

@@ -17,12 +17,16 @@ const PSH: u8 = TcpFlags::PSH;
 #[derive(Default)]
 struct Collect {
     findings: Vec<Finding>,
+    exchanges: Vec<Exchange>,
 }
 impl Output for Collect {
     fn finding(&mut self, f: &Finding) {
         self.findings.push(f.clone());
     }
     fn connection(&mut self, _c: &Connection) {}
+    fn exchange(&mut self, x: &Exchange) {
+        self.exchanges.push(x.clone());
+    }
 }
 
 /// (ms, from, flags, seq, ack, payload, window, sack blocks)
@@ -37,9 +41,15 @@ type Line = (
     &'static [(u32, u32)],
 );
 
-fn run(lines: &[Line]) -> Vec<Finding> {
+/// Feed the transcript through the tracker and every detector.
+fn drive(lines: &[Line]) -> Collect {
+    drive_without(&[], lines)
+}
+
+/// The same with the detector ids in `disabled` turned off.
+fn drive_without(disabled: &[String], lines: &[Line]) -> Collect {
     let mut out = Collect::default();
-    let mut det = Detectors::new(&[], &mut out);
+    let mut det = Detectors::new(disabled, &mut out);
     let mut t = Tracker::new(Config::default());
     for (i, &(ms, from, flags, seq, ack, len, window, sack)) in lines.iter().enumerate() {
         let to = if from == C { S } else { C };
@@ -74,7 +84,11 @@ fn run(lines: &[Line]) -> Vec<Finding> {
     }
     t.finish_all(&mut det);
     drop(det);
-    out.findings
+    out
+}
+
+fn run(lines: &[Line]) -> Vec<Finding> {
+    drive(lines).findings
 }
 
 fn ids(f: &[Finding]) -> Vec<&'static str> {
@@ -314,49 +328,8 @@ fn rwnd_limited_when_the_sender_waits_at_the_window_edge() {
     assert!(run(&lines).is_empty());
 }
 
-#[derive(Default)]
-struct Xs(Vec<Exchange>);
-impl Output for Xs {
-    fn finding(&mut self, _f: &Finding) {}
-    fn connection(&mut self, _c: &Connection) {}
-    fn exchange(&mut self, x: &Exchange) {
-        self.0.push(x.clone());
-    }
-}
-
 fn exchanges(lines: &[Line]) -> Vec<Exchange> {
-    let mut out = Xs::default();
-    let mut det = Detectors::new(&[], &mut out);
-    let mut t = Tracker::new(Config::default());
-    for (i, &(ms, from, flags, seq, ack, len, window, _)) in lines.iter().enumerate() {
-        let to = if from == C { S } else { C };
-        let seg = TcpSegment {
-            src: from.0,
-            dst: to.0,
-            src_port: from.1,
-            dst_port: to.1,
-            seq: Seq(seq),
-            ack: Seq(ack),
-            flags: TcpFlags(flags),
-            window,
-            payload_len: len,
-            options: TcpOptions::default(),
-            ip_id: 0,
-            first_fragment: false,
-        };
-        t.segment(
-            &seg,
-            At {
-                frame: i as u64 + 1,
-                ts_ns: ms * MS,
-            },
-            54 + len,
-            &mut det,
-        );
-    }
-    t.finish_all(&mut det);
-    drop(det);
-    out.0
+    drive(lines).exchanges
 }
 
 #[test]
@@ -404,4 +377,30 @@ fn server_greeting_is_not_a_response_and_each_request_starts_an_exchange() {
     assert_eq!(x.len(), 2);
     assert_eq!(x[0].latency_ns, 11 * MS);
     assert_eq!(x[1].index, 2);
+}
+
+#[test]
+fn one_retransmission_detector_serves_two_ids_disabled_one_by_one() {
+    // A fast retransmit (three duplicate ACKs) and a timeout (the tail, no duplicates).
+    let mut lines = with_hs(&[]);
+    for i in 0..5u32 {
+        lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
+    }
+    for _ in 0..4 {
+        lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
+    }
+    lines.push((22, S, ACK, 5101, 1001, 100, 1000, &[])); // fast retransmit
+    lines.push((32, C, ACK, 1001, 5501, 0, 1000, &[]));
+    lines.push((33, S, ACK, 5501, 1001, 100, 1000, &[]));
+    lines.push((260, S, ACK, 5501, 1001, 100, 1000, &[])); // RTO of the tail
+    let all = |off: &[&str]| {
+        let off: Vec<String> = off.iter().map(|s| s.to_string()).collect();
+        let mut v = ids(&drive_without(&off, &lines).findings);
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(all(&[]), ["fast-retransmit", "rto-retransmission"]);
+    assert_eq!(all(&["rto-retransmission"]), ["fast-retransmit"]);
+    assert_eq!(all(&["fast-retransmit"]), ["rto-retransmission"]);
+    assert!(all(&["fast-retransmit", "rto-retransmission"]).is_empty());
 }

@@ -12,12 +12,12 @@
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; tcp-signatures.md section 5.
 
-use super::retx::{evidence, Retx, Sender};
-use super::{side_name, PerConn};
+use super::retx::{evidence, Retx};
+use super::side_name;
 use crate::finding::ms;
-use crate::{Detector, Finding, Info};
+use crate::{Finding, Info};
 use serde_json::json;
-use tcpwhy_track::{Connection, SegmentEvent, Side};
+use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
     id: "fast-retransmit",
@@ -27,62 +27,40 @@ pub static INFO: Info = Info {
 
 const KEEP: usize = 8;
 
+/// One sender's fast retransmissions (classified once, in `retx::Retransmissions`).
 #[derive(Default, Debug)]
-struct State {
-    sender: Sender,
+pub(super) struct FastRetransmits {
     seen: Vec<Retx>,
     count: u32,
     total_ns: i64,
 }
 
-#[derive(Default)]
-pub struct FastRetransmit {
-    conns: PerConn<State>,
-}
-
-impl Detector for FastRetransmit {
-    fn info(&self) -> &'static Info {
-        &INFO
-    }
-
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
-        for side in [Side::Client, Side::Server] {
-            let st = self.conns.get(c, side);
-            if let Some(r) = st.sender.on_event(c, side, ev) {
-                if r.fast {
-                    st.count += 1;
-                    st.total_ns += r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
-                    if st.seen.len() < KEEP {
-                        st.seen.push(r);
-                    }
-                }
-            }
+impl FastRetransmits {
+    pub fn add(&mut self, r: Retx) {
+        self.count += 1;
+        self.total_ns += r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
+        if self.seen.len() < KEEP {
+            self.seen.push(r);
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        for side in [Side::Client, Side::Server] {
-            let Some(st) = self.conns.take(c, side) else {
-                continue;
-            };
-            let Some(first) = st.seen.first() else {
-                continue;
-            };
-            let mut f = Finding::new(INFO.id, c);
-            f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
-            f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
-            f.cost_ns = st.total_ns;
-            f.frames = evidence(&st.seen);
-            f.explanation = format!(
-                "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK); {} lost.",
-                side_name(c, side),
-                st.count,
-                ms(st.total_ns)
-            );
-            f.fix =
-                "find the loss on the path (interface drops, a policer, a congested queue)".into();
-            f.details = json!({"sender": side.name(), "retransmissions": st.count});
-            out.push(f);
-        }
+    pub fn report(&self, c: &Connection, side: Side, out: &mut Vec<Finding>) {
+        let Some(first) = self.seen.first() else {
+            return;
+        };
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
+        f.end_ns = self.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
+        f.cost_ns = self.total_ns;
+        f.frames = evidence(&self.seen);
+        f.explanation = format!(
+            "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK); {} lost.",
+            side_name(c, side),
+            self.count,
+            ms(self.total_ns)
+        );
+        f.fix = "find the loss on the path (interface drops, a policer, a congested queue)".into();
+        f.details = json!({"sender": side.name(), "retransmissions": self.count});
+        out.push(f);
     }
 }

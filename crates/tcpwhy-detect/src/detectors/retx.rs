@@ -1,9 +1,84 @@
-//! Shared bookkeeping of `rto-retransmission` and `fast-retransmit`: when each segment was
-//! first sent, and what the peer's ACKs said before a retransmission.
+//! Retransmissions, classified once for `rto-retransmission` and `fast-retransmit`: when each
+//! segment was first sent, and what the peer's ACKs said before it was sent again.
 
+use super::fast_retransmit::{self, FastRetransmits};
+use super::rto_retransmission::{self, Timeouts};
+use super::PerConn;
+use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
+
+#[derive(Default, Debug)]
+struct State {
+    sender: Sender,
+    fast: FastRetransmits,
+    timeouts: Timeouts,
+}
+
+/// The detector behind both ids: one pass over the segments, one ring per sender.
+pub struct Retransmissions {
+    conns: PerConn<State>,
+    fast_on: bool,
+    timeouts_on: bool,
+}
+
+impl Default for Retransmissions {
+    fn default() -> Self {
+        Retransmissions {
+            conns: PerConn::default(),
+            fast_on: true,
+            timeouts_on: true,
+        }
+    }
+}
+
+impl Detector for Retransmissions {
+    fn info(&self) -> &'static Info {
+        &rto_retransmission::INFO
+    }
+
+    fn also(&self) -> &'static [&'static Info] {
+        static ALSO: [&Info; 1] = [&fast_retransmit::INFO];
+        &ALSO
+    }
+
+    fn disable(&mut self, id: &str) {
+        if id == fast_retransmit::INFO.id {
+            self.fast_on = false;
+        } else if id == rto_retransmission::INFO.id {
+            self.timeouts_on = false;
+        }
+    }
+
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+        // The sender's own segments, and the peer's ACKs about them.
+        for side in [ev.from, ev.from.other()] {
+            let st = self.conns.get(c, side);
+            if let Some(r) = st.sender.on_event(c, side, ev) {
+                if r.fast {
+                    st.fast.add(r);
+                } else {
+                    st.timeouts.add(r);
+                }
+            }
+        }
+    }
+
+    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+        for side in [Side::Client, Side::Server] {
+            let Some(st) = self.conns.take(c, side) else {
+                continue;
+            };
+            if self.timeouts_on {
+                st.timeouts.report(c, side, out);
+            }
+            if self.fast_on {
+                st.fast.report(c, side, out);
+            }
+        }
+    }
+}
 
 /// Segments remembered per sender (the newest); older ones age out.
 const RING: usize = 128;

@@ -17,12 +17,12 @@
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); tcp-signatures.md section 5.
 
-use super::retx::{evidence, Retx, Sender};
-use super::{side_name, PerConn};
+use super::retx::{evidence, Retx};
+use super::side_name;
 use crate::finding::{ms, ms_f};
-use crate::{Detector, Finding, Info};
+use crate::{Finding, Info};
 use serde_json::json;
-use tcpwhy_track::{Connection, SegmentEvent, Side};
+use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
     id: "rto-retransmission",
@@ -32,9 +32,9 @@ pub static INFO: Info = Info {
 
 const KEEP: usize = 8;
 
+/// One sender's retransmissions after timeouts (classified once, in `retx::Retransmissions`).
 #[derive(Default, Debug)]
-struct State {
-    sender: Sender,
+pub(super) struct Timeouts {
     seen: Vec<Retx>,
     count: u32,
     tail: u32,
@@ -45,76 +45,53 @@ struct State {
     counted_ns: i64,
 }
 
-#[derive(Default)]
-pub struct RtoRetransmission {
-    conns: PerConn<State>,
-}
-
-impl Detector for RtoRetransmission {
-    fn info(&self) -> &'static Info {
-        &INFO
-    }
-
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
-        for side in [Side::Client, Side::Server] {
-            let st = self.conns.get(c, side);
-            if let Some(r) = st.sender.on_event(c, side, ev) {
-                if r.fast {
-                    continue;
-                }
-                st.count += 1;
-                st.tail += u32::from(r.tail);
-                st.max_attempt = st.max_attempt.max(r.attempt);
-                let wait = r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
-                if r.attempt == 1 {
-                    st.counted_ns = 0;
-                }
-                st.total_ns += (wait - st.counted_ns).max(0);
-                st.counted_ns = st.counted_ns.max(wait);
-                if st.seen.len() < KEEP {
-                    st.seen.push(r);
-                }
-            }
+impl Timeouts {
+    pub fn add(&mut self, r: Retx) {
+        self.count += 1;
+        self.tail += u32::from(r.tail);
+        self.max_attempt = self.max_attempt.max(r.attempt);
+        let wait = r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
+        if r.attempt == 1 {
+            self.counted_ns = 0;
+        }
+        self.total_ns += (wait - self.counted_ns).max(0);
+        self.counted_ns = self.counted_ns.max(wait);
+        if self.seen.len() < KEEP {
+            self.seen.push(r);
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        for side in [Side::Client, Side::Server] {
-            let Some(st) = self.conns.take(c, side) else {
-                continue;
-            };
-            let Some(first) = st.seen.first() else {
-                continue;
-            };
-            let waits: Vec<f64> = st
-                .seen
-                .iter()
-                .filter_map(|r| r.original.map(|o| ms_f(r.at.ts_ns - o.ts_ns)))
-                .collect();
-            let mut f = Finding::new(INFO.id, c);
-            f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
-            f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
-            f.cost_ns = st.total_ns;
-            f.frames = evidence(&st.seen);
-            f.explanation = format!(
-                "{} sent data again after a timeout {} times ({} of them the last segment in flight: tail loss{}); waits {} ms; {} lost.",
-                side_name(c, side),
-                st.count,
-                st.tail,
-                if st.max_attempt > 1 { format!(", backed off {} times", st.max_attempt - 1) } else { String::new() },
-                waits.iter().map(|w| format!("{w:.0}")).collect::<Vec<_>>().join(", "),
-                ms(st.total_ns)
-            );
-            f.fix = "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into();
-            f.details = json!({
-                "sender": side.name(),
-                "retransmissions": st.count,
-                "tail": st.tail,
-                "max_backoff": st.max_attempt.saturating_sub(1),
-                "waits_ms": waits,
-                "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
-            });
-            out.push(f);
-        }
+    pub fn report(&self, c: &Connection, side: Side, out: &mut Vec<Finding>) {
+        let st = self;
+        let Some(first) = st.seen.first() else { return };
+        let waits: Vec<f64> = st
+            .seen
+            .iter()
+            .filter_map(|r| r.original.map(|o| ms_f(r.at.ts_ns - o.ts_ns)))
+            .collect();
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
+        f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
+        f.cost_ns = st.total_ns;
+        f.frames = evidence(&st.seen);
+        f.explanation = format!(
+            "{} sent data again after a timeout {} times ({} of them the last segment in flight: tail loss{}); waits {} ms; {} lost.",
+            side_name(c, side),
+            st.count,
+            st.tail,
+            if st.max_attempt > 1 { format!(", backed off {} times", st.max_attempt - 1) } else { String::new() },
+            waits.iter().map(|w| format!("{w:.0}")).collect::<Vec<_>>().join(", "),
+            ms(st.total_ns)
+        );
+        f.fix = "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into();
+        f.details = json!({
+            "sender": side.name(),
+            "retransmissions": st.count,
+            "tail": st.tail,
+            "max_backoff": st.max_attempt.saturating_sub(1),
+            "waits_ms": waits,
+            "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
+        });
+        out.push(f);
     }
 }
