@@ -208,53 +208,6 @@ fn in_ns<T: Send + 'static>(
         .map_err(|_| io::Error::other("lab thread panicked"))?
 }
 
-/// The stale-state exchange in a capture: connections whose SYN was answered by an ACK with
-/// other numbers, then the client's RST and the same SYN again.
-fn stale_exchanges(phase: &mut Phase) -> io::Result<usize> {
-    let Some(path) = &phase.capture else {
-        return Ok(0);
-    };
-    let conns = connections(path)?;
-    let stale: Vec<_> = conns
-        .iter()
-        .filter(|c| {
-            c.handshake.invalid_acks > 0
-                && c.handshake.client_rsts > 0
-                && c.client.syn_retransmits > 0
-        })
-        .collect();
-    phase.analyzer.push(format!(
-        "{} of {} connections: SYN -> ACK with old numbers -> RST -> same SYN",
-        stale.len(),
-        conns.len()
-    ));
-    if let Some(c) = stale.first() {
-        let (Some(first), Some(ok)) = (c.client.first_syn, c.handshake.syn_ack) else {
-            return Ok(stale.len());
-        };
-        let prev = c.prev.map(|p| {
-            format!(
-                "previous connection #{} closed {} {} ms earlier",
-                p.id,
-                match p.close.by() {
-                    Some(s) => format!("{} by {}", p.close.kind(), s.name()),
-                    None => p.close.kind().to_string(),
-                },
-                (c.first.ts_ns - p.last_ts) / 1_000_000
-            )
-        });
-        phase.analyzer.push(format!(
-            "e.g. connection #{} (frames {}..{}): first SYN to SYN-ACK {:.1} ms; {}",
-            c.id,
-            first.frame,
-            ok.frame,
-            (ok.ts_ns - first.ts_ns) as f64 / 1e6,
-            prev.unwrap_or_else(|| "no previous connection in the capture".into())
-        ));
-    }
-    Ok(stale.len())
-}
-
 /// Bytes the old connection carries: more than 15.625 MB per second of its life (about
 /// 25 ms here), so the new ISN lies below the old rcv_nxt (tcp-signatures.md section 1).
 const BULK: usize = 1 << 20;
@@ -321,7 +274,6 @@ fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
         let min_rate = rates.iter().copied().fold(f64::INFINITY, f64::min);
         phase.extra = json!({"old_connection_mb_per_s_min": (min_rate * 10.0).round() / 10.0});
         phase.latencies = lat;
-        stale_exchanges(&mut phase)?;
         out.phases.push(phase);
     }
     srv.stop()?;
@@ -402,7 +354,6 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
         let stats = emu.finish()?;
         phase.latencies = lat?;
         phase.extra = json!({"emulator_packets": stats.packets, "emulator_dropped": stats.dropped});
-        stale_exchanges(&mut phase)?;
         out.phases.push(phase);
     }
     srv.stop()?;

@@ -70,13 +70,14 @@ fn p50(v: &Value, name: &str) -> f64 {
     phase(v, name)["p50_ms"].as_f64().unwrap()
 }
 
-/// "N of M connections: ..." -> N
+/// How many `syn-stale-state` findings `tcpwhy analyze` made of a phase's capture.
 fn shown(v: &Value, name: &str) -> u64 {
-    let a = phase(v, name)["analyzer"][0].as_str().unwrap_or("");
-    a.split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{a}"))
+    phase(v, name)["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "syn-stale-state")
+        .map_or(0, |f| f["count"].as_u64().unwrap())
 }
 
 fn samples(v: &Value, name: &str) -> u64 {
