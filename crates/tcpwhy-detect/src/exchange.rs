@@ -7,17 +7,20 @@
 //!   it in pieces, Nagle holding a piece);
 //! - `network`: the round trip from the capture point to the server and back (the handshake's
 //!   SYN -> SYN-ACK part: nearly the whole RTT near the client, nearly nothing near the server);
-//! - `server`: the rest of the wait for the first response byte (the server's own time);
+//! - `server`: the rest of the wait for the first response byte (the server's own time), and
+//!   pauses of 30 ms or more inside the response with nothing in flight and the window open
+//!   (the server had nothing to send: it was still working on the answer);
 //! - `retransmission`: waits of the response's retransmitted segments;
 //! - `window`: time the client's window was zero during the response;
 //! - `held`: a small segment held until the peer's delayed ACK (Nagle), in the request or the
-//!   response: a silence of 30 ms or more ended by the peer's pure ACK and, within 2 ms, the
-//!   held segment;
+//!   response: a silence of 30 ms or more ended by the peer's pure ACK that acknowledges new
+//!   data and, within 2 ms, the held segment;
 //! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
 //!   congestion window grows).
 
 use crate::detectors::PerConn;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_wire::Seq;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Split {
@@ -61,6 +64,14 @@ struct State {
     held_resp_ns: i64,
     client_ack: Option<At>,
     server_ack: Option<At>,
+    /// The highest ACK number seen from each side (a window update repeats it).
+    client_acked: Option<Seq>,
+    server_acked: Option<Seq>,
+    /// The end of the response data sent so far, and when the client had acknowledged all of it.
+    resp_nxt: Option<Seq>,
+    resp_all_acked: Option<At>,
+    /// Pauses inside the response with nothing in flight (server time).
+    pause_ns: i64,
     count: u32,
 }
 
@@ -105,13 +116,25 @@ impl Exchanges {
                 _ => {}
             }
         }
-        if seg.payload_len == 0 {
-            if seg.flags.ack() && !seg.flags.fin() {
-                match ev.from {
-                    Side::Client => st.client_ack = Some(ev.at),
-                    Side::Server => st.server_ack = Some(ev.at),
+        if seg.flags.ack() {
+            let (acked, ack_at) = match ev.from {
+                Side::Client => (&mut st.client_acked, &mut st.client_ack),
+                Side::Server => (&mut st.server_acked, &mut st.server_ack),
+            };
+            if acked.is_none_or(|a| seg.ack > a) {
+                *acked = Some(seg.ack);
+                if seg.payload_len == 0 && !seg.flags.fin() {
+                    *ack_at = Some(ev.at);
                 }
             }
+            if ev.from == Side::Client
+                && st.resp_nxt.is_some_and(|n| seg.ack >= n)
+                && st.resp_all_acked.is_none()
+            {
+                st.resp_all_acked = Some(ev.at);
+            }
+        }
+        if seg.payload_len == 0 {
             return;
         }
         match ev.from {
@@ -133,7 +156,21 @@ impl Exchanges {
                     return; // the server speaks first (a greeting): not a response
                 }
                 if st.resp_first.is_some() && !ev.retransmission {
-                    st.held_resp_ns += held(st.last_server_send, st.client_ack, ev.at);
+                    let h = held(st.last_server_send, st.client_ack, ev.at);
+                    st.held_resp_ns += h;
+                    // Nothing in flight, the window open, not a held segment: the server paused.
+                    if let Some(idle) = st
+                        .resp_all_acked
+                        .filter(|_| h == 0 && st.zero_since.is_none())
+                    {
+                        // Beyond the round trip from the capture point to the server and back
+                        // (the ACK travelling to the server, the data coming back).
+                        let net = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
+                        let pause = ev.at.ts_ns - idle.ts_ns - net;
+                        if pause >= HOLD_MIN {
+                            st.pause_ns += pause;
+                        }
+                    }
                 }
                 st.resp_first.get_or_insert(ev.at);
                 if ev.retransmission {
@@ -143,6 +180,11 @@ impl Exchanges {
                 }
                 if ev.new_data {
                     st.resp_bytes += u64::from(seg.payload_len);
+                    let end = seg.seq + seg.payload_len;
+                    if st.resp_nxt.is_none_or(|n| end > n) {
+                        st.resp_nxt = Some(end);
+                        st.resp_all_acked = None;
+                    }
                 }
                 st.resp_last = Some(ev.at);
                 st.last_server_send = Some(ev.at);
@@ -163,6 +205,8 @@ impl State {
     fn close(&mut self, c: &Connection) -> Option<Exchange> {
         let taken = std::mem::take(self);
         self.count = taken.count;
+        self.client_acked = taken.client_acked;
+        self.server_acked = taken.server_acked;
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
             taken.req_last,
@@ -183,7 +227,10 @@ impl State {
         let retransmission = taken.retrans_ns.min(delivery);
         let window = taken.window_ns.min(delivery - retransmission);
         let held_resp = taken.held_resp_ns.min(delivery - retransmission - window);
-        let transfer = delivery - retransmission - window - held_resp;
+        let pause = taken
+            .pause_ns
+            .min(delivery - retransmission - window - held_resp);
+        let transfer = delivery - retransmission - window - held_resp - pause;
         Some(Exchange {
             connection: c.id,
             index: self.count,
@@ -196,7 +243,7 @@ impl State {
             split: Split {
                 client_ns: client,
                 network_ns: network,
-                server_ns: server,
+                server_ns: server + pause,
                 retransmission_ns: retransmission,
                 window_ns: window,
                 held_ns: held_req + held_resp,

@@ -10,8 +10,10 @@
 pub mod detectors;
 mod exchange;
 mod finding;
+mod stall;
 
 pub use exchange::{Exchange, Split};
+pub use stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
 
 pub use finding::Finding;
 use tcpwhy_track::{Connection, SegmentEvent, Sink};
@@ -57,6 +59,8 @@ pub trait Output {
     fn connection(&mut self, c: &Connection);
     /// A finished request/response exchange (before its connection's record).
     fn exchange(&mut self, _x: &Exchange) {}
+    /// A stall in a transfer (before the record of its connection).
+    fn stall(&mut self, _s: &Stall) {}
     /// The first write error so far (a closed pipe stops the run early).
     fn check(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -70,6 +74,8 @@ pub struct Detectors<'a> {
     buf: Vec<Finding>,
     exchanges: exchange::Exchanges,
     xbuf: Vec<Exchange>,
+    stalls: stall::Stalls,
+    sbuf: Vec<Stall>,
 }
 
 impl<'a> Detectors<'a> {
@@ -96,6 +102,8 @@ impl<'a> Detectors<'a> {
             buf: Vec::new(),
             exchanges: Default::default(),
             xbuf: Vec::new(),
+            stalls: Default::default(),
+            sbuf: Vec::new(),
         }
     }
 
@@ -110,6 +118,9 @@ impl<'a> Detectors<'a> {
         for x in self.xbuf.drain(..) {
             self.out.exchange(&x);
         }
+        for s in self.sbuf.drain(..) {
+            self.out.stall(&s);
+        }
     }
 }
 
@@ -119,7 +130,8 @@ impl Sink for Detectors<'_> {
             d.segment(c, ev, &mut self.buf);
         }
         self.exchanges.segment(c, ev, &mut self.xbuf);
-        if !self.buf.is_empty() || !self.xbuf.is_empty() {
+        self.stalls.segment(c, ev, &mut self.sbuf);
+        if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
             self.flush();
         }
     }
@@ -129,6 +141,7 @@ impl Sink for Detectors<'_> {
             d.finished(c, &mut self.buf);
         }
         self.exchanges.finished(c, &mut self.xbuf);
+        self.stalls.finished(c);
         self.buf
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();

@@ -18,6 +18,7 @@ const PSH: u8 = TcpFlags::PSH;
 struct Collect {
     findings: Vec<Finding>,
     exchanges: Vec<Exchange>,
+    stalls: Vec<Stall>,
 }
 impl Output for Collect {
     fn finding(&mut self, f: &Finding) {
@@ -26,6 +27,9 @@ impl Output for Collect {
     fn connection(&mut self, _c: &Connection) {}
     fn exchange(&mut self, x: &Exchange) {
         self.exchanges.push(x.clone());
+    }
+    fn stall(&mut self, s: &Stall) {
+        self.stalls.push(s.clone());
     }
 }
 
@@ -403,4 +407,87 @@ fn one_retransmission_detector_serves_two_ids_disabled_one_by_one() {
     assert_eq!(all(&["rto-retransmission"]), ["fast-retransmit"]);
     assert_eq!(all(&["fast-retransmit"]), ["rto-retransmission"]);
     assert!(all(&["fast-retransmit", "rto-retransmission"]).is_empty());
+}
+
+fn stalls(lines: &[Line]) -> Vec<(StallClass, i64, u64)> {
+    drive(&with_hs(lines))
+        .stalls
+        .iter()
+        .map(|s| (s.class, s.gap_ns / MS, s.in_flight))
+        .collect()
+}
+
+#[test]
+fn stalls_in_a_transfer_are_classified() {
+    // The server streams (no request): 3 segments, ACKed, then nothing in flight for 479 ms.
+    let st = stalls(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (11, S, ACK, 5101, 1001, 100, 1000, &[]),
+        (11, S, ACK, 5201, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5301, 0, 1000, &[]),
+        (500, S, ACK, 5301, 1001, 100, 1000, &[]),
+        (510, C, ACK, 1001, 5401, 0, 1000, &[]),
+    ]);
+    assert_eq!(st, [(StallClass::SenderLimited, 479, 0)]);
+    // 600 bytes in flight, window open, no retransmission: the ACK comes 289 ms late.
+    // (The client first opens its window wide: 600 bytes would fill most of 1000.)
+    let mut lines: Vec<Line> = vec![(10, C, ACK, 1001, 5001, 0, 60000, &[])];
+    lines.extend((0..6u32).map(|i| (11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[][..])));
+    lines.push((300, C, ACK, 1001, 5601, 0, 1000, &[]));
+    assert_eq!(stalls(&lines), [(StallClass::AckDelay, 289, 600)]);
+    // One small segment in flight released by a late ACK: a delayed ACK.
+    let st = stalls(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (51, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]);
+    assert_eq!(st, [(StallClass::DelayedAck, 40, 100)]);
+    // In flight, the ACK never comes, the segment is sent again 219 ms later.
+    let st = stalls(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (230, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (240, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]);
+    assert_eq!(st, [(StallClass::Retransmission, 219, 100)]);
+    // The client closes its window; the server resumes 289 ms after the last progress, when
+    // the window opens again (the probe in between is not progress).
+    let st = stalls(&[
+        (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
+        (12, C, ACK, 1001, 6001, 0, 0, &[]),
+        (212, S, ACK, 6000, 1001, 0, 1000, &[]),
+        (300, C, ACK, 1001, 6001, 0, 500, &[]),
+        (301, S, ACK | PSH, 6001, 1001, 500, 1000, &[]),
+    ]);
+    assert_eq!(st, [(StallClass::ZeroWindow, 289, 0)]);
+    // 1000 bytes in flight fill the client's 1000-byte window; its ACK comes 200 ms later.
+    let st = stalls(&[
+        (11, S, ACK, 5001, 1001, 500, 1000, &[]),
+        (11, S, ACK, 5501, 1001, 500, 1000, &[]),
+        (211, C, ACK, 1001, 6001, 0, 1000, &[]),
+    ]);
+    assert_eq!(st, [(StallClass::ReceiveWindow, 200, 1000)]);
+}
+
+#[test]
+fn no_stall_in_a_healthy_transfer_or_across_request_and_response() {
+    // ACK-clocked bulk transfer, one round trip (10 ms) per flight.
+    let mut lines: Vec<Line> = Vec::new();
+    for r in 0..20u32 {
+        let t = 11 + 10 * i64::from(r);
+        for i in 0..4u32 {
+            lines.push((t, S, ACK, 5001 + (r * 4 + i) * 100, 1001, 100, 1000, &[]));
+        }
+        lines.push((t + 10, C, ACK, 1001, 5001 + (r + 1) * 400, 0, 1000, &[]));
+    }
+    assert_eq!(stalls(&lines), []);
+    // The server thinks 500 ms before answering: its time (server-delay), not a stall.
+    let st = stalls(&[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (521, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+        (531, C, ACK, 1101, 5101, 0, 1000, &[]),
+        (1531, C, ACK | PSH, 1101, 5101, 100, 1000, &[]), // the next request, 1 s later
+        (1541, S, ACK | PSH, 5101, 1201, 100, 1000, &[]),
+    ]);
+    assert_eq!(st, []);
 }

@@ -110,7 +110,16 @@ fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
     };
     Ok(match args.format {
         Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
-        Format::Text => Box::new(output::text::TextPrinter::new(out, args.top, live)),
+        Format::Text => {
+            let sel = if !args.connection.is_empty() {
+                output::text::DetailSel::Ids(args.connection.iter().copied().collect())
+            } else if args.details {
+                output::text::DetailSel::WithFindings
+            } else {
+                output::text::DetailSel::None
+            };
+            Box::new(output::text::TextPrinter::new(out, args.top, live, sel))
+        }
     })
 }
 

@@ -71,9 +71,18 @@ pub struct AnalyzeArgs {
     /// Exit 1 when a finding with one of these ids exists (for CI gates).
     #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
     pub fail_on: Vec<String>,
-    /// JSON: also write a record per request/response exchange, with its latency split.
+    /// JSON: also write a record per request/response exchange (its latency split) and per
+    /// stall in a transfer (its class).
     #[arg(long)]
     pub exchanges: bool,
+    /// Text: a detailed section (findings with fixes and evidence, stalls, exchanges) for these
+    /// connection ids (repeatable or comma-separated; ids as in the report and the JSON).
+    #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
+    pub connection: Vec<u64>,
+    /// Text: a detailed section for each of the `--top` connections that lost the most time to
+    /// findings.
+    #[arg(long)]
+    pub details: bool,
     /// How many of the slowest connections the text report lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,

@@ -325,3 +325,106 @@ fn exchange_splits_name_where_the_time_went() {
         }
     }
 }
+
+/// The records of one type of `tcpwhy analyze --format json --exchanges FILE`.
+fn records(file: &str, kind: &str) -> Vec<Value> {
+    let out = tcpwhy(&["analyze", "--format", "json", "--exchanges", file]);
+    assert_eq!(out.status.code(), Some(0));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+#[test]
+fn bulk_transfer_stalls_are_found_and_classified() {
+    // Hand-checked with tshark (fixtures/captures/README.md): the server pauses 300.2 ms with
+    // nothing in flight (frames 95-96), the client's zero window stalls it 400.4 ms (142-146).
+    let s = records(&fixture("bulk-stalls.pcap"), "stall");
+    assert_eq!(s.len(), 2, "{s:?}");
+    assert_eq!(s[0]["class"], "sender-limited");
+    assert_eq!(s[0]["sender"], "server");
+    assert_eq!(s[0]["frames"], serde_json::json!([95, 96]));
+    assert!(
+        (s[0]["gap_ms"].as_f64().unwrap() - 300.2).abs() < 0.1,
+        "{}",
+        s[0]
+    );
+    assert_eq!(s[0]["in_flight_bytes"], 0);
+    assert_eq!(s[1]["class"], "zero-window");
+    assert_eq!(s[1]["frames"], serde_json::json!([142, 146]));
+    assert!(
+        (s[1]["gap_ms"].as_f64().unwrap() - 400.4).abs() < 0.1,
+        "{}",
+        s[1]
+    );
+    // The download is one exchange: the pause is server time, the zero window window time.
+    let x = records(&fixture("bulk-stalls.pcap"), "exchange");
+    assert_eq!(x.len(), 1);
+    assert!(
+        (x[0]["split_ms"]["server"].as_f64().unwrap() - 300.2).abs() < 6.0,
+        "{}",
+        x[0]
+    );
+    assert!(
+        (x[0]["split_ms"]["window"].as_f64().unwrap() - 400.4).abs() < 1.0,
+        "{}",
+        x[0]
+    );
+    // Lab captures: each Nagle exchange after the first is a delayed-ACK stall of about 44 ms;
+    // each tail loss a retransmission stall (plus one sender-limited pause after an RTO,
+    // frames 141-142: BBR paces one segment per ~100 ms with its collapsed estimate).
+    let s = records(&lab_fixture("nagle-delayed-ack-broken.pcap"), "stall");
+    assert_eq!(s.len(), 19);
+    assert!(
+        s.iter()
+            .all(|x| x["class"] == "delayed-ack"
+                && within_20pct(x["gap_ms"].as_f64().unwrap(), 43.93))
+    );
+    let s = records(&lab_fixture("tail-loss-broken.pcap"), "stall");
+    let retx = s.iter().filter(|x| x["class"] == "retransmission").count();
+    assert_eq!(retx, 8, "{s:?}");
+    // Healthy bulk and request/response traffic on this kernel: no stall at all.
+    for f in [
+        fixture("veth-mixed.pcap"),
+        lab_fixture("nagle-delayed-ack-fixed.pcap"),
+        lab_fixture("tail-loss-control.pcap"),
+        lab_fixture("slow-start-after-idle-fixed.pcap.gz"),
+    ] {
+        assert_eq!(records(&f, "stall"), Vec::<Value>::new(), "{f}");
+    }
+}
+
+#[test]
+fn connection_details_on_request() {
+    let out = tcpwhy(&["analyze", "--connection", "1", &fixture("bulk-stalls.pcap")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let details = text
+        .split("Connection details:")
+        .nth(1)
+        .expect("a details section");
+    assert!(details.contains("#1 127.0.0.1:"), "{details}");
+    assert!(details.contains("[zero-window] 401 ms lost"), "{details}");
+    assert!(
+        details.contains(
+            "stall (sender-limited): the server made no progress for 300 ms (frames 95-96)"
+        ),
+        "{details}"
+    );
+    assert!(details.contains("exchange 1 (frames 4-186)"), "{details}");
+    // --details: only connections with findings, the costliest first.
+    let out = tcpwhy(&[
+        "analyze",
+        "--details",
+        &lab_fixture("stale-syn-lost-rst-broken.pcap"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let details = text
+        .split("Connection details:")
+        .nth(1)
+        .expect("a details section");
+    assert_eq!(details.matches("[syn-stale-state]").count(), 5, "{details}");
+    let out = tcpwhy(&["analyze", "--details", &fixture("veth-mixed.pcap")]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Connection details:"));
+}

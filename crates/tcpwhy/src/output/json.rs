@@ -268,7 +268,33 @@ pub fn exchange_json(x: &tcpwhy_detect::Exchange) -> Value {
     })
 }
 
+pub fn stall_json(s: &tcpwhy_detect::Stall) -> Value {
+    json!({
+        "type": "stall",
+        "version": SCHEMA_VERSION,
+        "connection": s.connection,
+        "sender": s.sender.name(),
+        "class": s.class.name(),
+        "start": rfc3339(s.start.ts_ns),
+        "start_ns": s.start.ts_ns,
+        "end_ns": s.end.ts_ns,
+        "frames": [s.start.frame, s.end.frame],
+        "gap_ms": ms(s.gap_ns),
+        "cost_ms": ms(s.cost_ns),
+        "in_flight_bytes": s.in_flight,
+        "receive_window": s.window,
+        "run_bytes": s.run_bytes,
+    })
+}
+
 impl Printer for JsonPrinter {
+    fn stall(&mut self, s: &tcpwhy_detect::Stall) {
+        if self.exchanges {
+            let v = stall_json(s);
+            self.line(&v);
+        }
+    }
+
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
         if self.exchanges {
             let v = exchange_json(x);

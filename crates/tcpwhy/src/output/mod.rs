@@ -24,6 +24,8 @@ pub trait Printer {
     fn finding(&mut self, f: &tcpwhy_detect::Finding);
     /// A request/response exchange (before the record of its connection).
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange);
+    /// A stall in a transfer (before the record of its connection).
+    fn stall(&mut self, s: &tcpwhy_detect::Stall);
     /// A finished connection. Write errors are kept and returned by `check`.
     fn connection(&mut self, c: &Connection);
     /// The first write error so far, if any.
@@ -48,6 +50,9 @@ impl tcpwhy_detect::Output for ToPrinter<'_> {
     }
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
         self.printer.exchange(x);
+    }
+    fn stall(&mut self, s: &tcpwhy_detect::Stall) {
+        self.printer.stall(s);
     }
     fn check(&mut self) -> io::Result<()> {
         self.printer.check()

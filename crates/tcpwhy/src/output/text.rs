@@ -53,10 +53,57 @@ pub struct TextPrinter {
     reused_tuples: u64,
     /// Print a line per connection as it finishes (live capture).
     live: bool,
+    /// Stalls per class: count, summed gap, summed cost.
+    stalls: [(u64, i64, i64); 6],
+    details: Details,
+}
+
+/// Which connections get a detailed section (`--connection ID`, `--details`).
+#[derive(Default)]
+pub enum DetailSel {
+    #[default]
+    None,
+    /// These connection ids, everything about them.
+    Ids(std::collections::BTreeSet<u64>),
+    /// The `top` connections that lost the most time to findings.
+    WithFindings,
+}
+
+/// What the detail section keeps of a connection while it is open.
+#[derive(Default)]
+struct Pending {
+    findings: Vec<tcpwhy_detect::Finding>,
+    exchanges: Vec<tcpwhy_detect::Exchange>,
+    stalls: Vec<tcpwhy_detect::Stall>,
+    /// Exchanges beyond the listed ones.
+    more_exchanges: u64,
+}
+
+/// Exchanges listed per connection in its details.
+const DETAIL_EXCHANGES: usize = 50;
+/// Findings kept per connection in its details.
+const DETAIL_FINDINGS: usize = 200;
+
+#[derive(Default)]
+struct Details {
+    sel: DetailSel,
+    pending: std::collections::HashMap<u64, Pending>,
+    /// Rendered sections, keyed for order: (lost time descending, id).
+    done: std::collections::BTreeMap<(Reverse<i64>, u64), String>,
+}
+
+impl Details {
+    fn wants(&self, id: u64) -> bool {
+        match &self.sel {
+            DetailSel::None => false,
+            DetailSel::Ids(ids) => ids.contains(&id),
+            DetailSel::WithFindings => true,
+        }
+    }
 }
 
 impl TextPrinter {
-    pub fn new(out: Box<dyn Write>, top: usize, live: bool) -> TextPrinter {
+    pub fn new(out: Box<dyn Write>, top: usize, live: bool, sel: DetailSel) -> TextPrinter {
         TextPrinter {
             causes: Default::default(),
             exchanges: 0,
@@ -73,6 +120,11 @@ impl TextPrinter {
             inferred_roles: 0,
             reused_tuples: 0,
             live,
+            stalls: [(0, 0, 0); 6],
+            details: Details {
+                sel,
+                ..Default::default()
+            },
         }
     }
 }
@@ -172,8 +224,166 @@ impl TextPrinter {
     }
 }
 
+impl TextPrinter {
+    fn stalls_report(&mut self) -> io::Result<()> {
+        let n: u64 = self.stalls.iter().map(|k| k.0).sum();
+        if n == 0 {
+            return Ok(());
+        }
+        let cost: i64 = self.stalls.iter().map(|k| k.2).sum();
+        let mut parts: Vec<(i64, String)> = tcpwhy_detect::StallClass::ALL
+            .iter()
+            .zip(self.stalls)
+            .filter(|(_, k)| k.0 > 0)
+            .map(|(class, k)| (k.1, format!("{} {} ({})", class.name(), k.0, fmt_ms(k.1))))
+            .collect();
+        parts.sort_by_key(|p| Reverse(p.0));
+        let parts: Vec<String> = parts.into_iter().map(|p| p.1).collect();
+        writeln!(
+            self.out,
+            "{n} stall{} in transfers (no progress for over max(2 x RTT, {} ms)), {} beyond a round trip: {}",
+            if n == 1 { "" } else { "s" },
+            tcpwhy_detect::STALL_FLOOR_NS / 1_000_000,
+            fmt_ms(cost),
+            parts.join(", ")
+        )
+    }
+
+    /// Render a finished connection's detail section and keep it (bounded by `--top` when
+    /// the selection is "connections with findings").
+    fn keep_details(&mut self, c: &Connection, p: Pending) {
+        use std::fmt::Write as _;
+        let with_findings = matches!(self.details.sel, DetailSel::WithFindings);
+        if with_findings && p.findings.is_empty() {
+            return;
+        }
+        let lost: i64 = p.findings.iter().map(|f| f.cost_ns.max(0)).sum();
+        let mut s = String::new();
+        let close = c.close();
+        let _ = writeln!(
+            s,
+            "\n#{} {} -> {}  {}  {} packets  {} / {}  closed: {}{}",
+            c.id,
+            endpoint(c.client.addr, c.client.port),
+            endpoint(c.server.addr, c.server.port),
+            fmt_ms(c.duration_ns()),
+            c.packets(),
+            fmt_bytes(c.client.unique_bytes),
+            fmt_bytes(c.server.unique_bytes),
+            close.kind(),
+            close
+                .by()
+                .map(|b| format!(" by {}", b.name()))
+                .unwrap_or_default(),
+        );
+        let rtt = c
+            .handshake
+            .rtt_ns()
+            .map(fmt_ms)
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "  handshake RTT {rtt}, capture point {}, retransmitted segments {} / {}",
+            c.vantage().name(),
+            c.client.retrans_segments,
+            c.server.retrans_segments
+        );
+        if p.findings.is_empty() {
+            let _ = writeln!(s, "  no finding");
+        }
+        for f in &p.findings {
+            let _ = writeln!(
+                s,
+                "  [{}] {} lost at {}: {}",
+                f.id,
+                fmt_ms(f.cost_ns.max(0)),
+                &rfc3339(f.start_ns)[11..23],
+                f.explanation
+            );
+            let _ = writeln!(s, "    fix: {}", f.fix);
+            let _ = writeln!(s, "    evidence: {}", f.wireshark_filter());
+        }
+        for st in &p.stalls {
+            let _ = writeln!(
+                s,
+                "  stall ({}): the {} made no progress for {} (frames {}-{}), {} in flight",
+                st.class.name(),
+                st.sender.name(),
+                fmt_ms(st.gap_ns),
+                st.start.frame,
+                st.end.frame,
+                fmt_bytes(st.in_flight)
+            );
+        }
+        for x in &p.exchanges {
+            let sp = &x.split;
+            let parts = [
+                ("network", sp.network_ns),
+                ("server", sp.server_ns),
+                ("transfer", sp.transfer_ns),
+                ("client", sp.client_ns),
+                ("retransmission", sp.retransmission_ns),
+                ("window", sp.window_ns),
+                ("held", sp.held_ns),
+            ];
+            let shown: Vec<String> = parts
+                .iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(k, v)| format!("{k} {}", fmt_ms(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  exchange {} (frames {}-{}): {} -> {} in {}: {}",
+                x.index,
+                x.start.frame,
+                x.end.frame,
+                fmt_bytes(x.request_bytes),
+                fmt_bytes(x.response_bytes),
+                fmt_ms(x.latency_ns),
+                shown.join(", ")
+            );
+        }
+        if p.more_exchanges > 0 {
+            let _ = writeln!(s, "  ... and {} more exchanges", p.more_exchanges);
+        }
+        let done = &mut self.details.done;
+        done.insert((Reverse(lost), c.id), s);
+        if with_findings && done.len() > self.top.max(1) {
+            done.pop_last();
+        }
+    }
+}
+
 impl Printer for TextPrinter {
+    fn stall(&mut self, st: &tcpwhy_detect::Stall) {
+        let k = &mut self.stalls[st.class as usize];
+        k.0 += 1;
+        k.1 += st.gap_ns;
+        k.2 += st.cost_ns;
+        if self.details.wants(st.connection) {
+            if matches!(self.details.sel, DetailSel::Ids(_)) {
+                self.details.pending.entry(st.connection).or_default()
+            } else if let Some(p) = self.details.pending.get_mut(&st.connection) {
+                p
+            } else {
+                return;
+            }
+            .stalls
+            .push(st.clone());
+        }
+    }
+
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
+        if let DetailSel::Ids(ids) = &self.details.sel {
+            if ids.contains(&x.connection) {
+                let p = self.details.pending.entry(x.connection).or_default();
+                if p.exchanges.len() < DETAIL_EXCHANGES {
+                    p.exchanges.push(x.clone());
+                } else {
+                    p.more_exchanges += 1;
+                }
+            }
+        }
         self.exchanges += 1;
         let n = self.exchanges as usize;
         if self.latencies.len() < LATENCY_SAMPLE {
@@ -203,6 +413,12 @@ impl Printer for TextPrinter {
                 self.err = Some(e);
             }
         }
+        if self.details.wants(f.connection) {
+            let p = self.details.pending.entry(f.connection).or_default();
+            if p.findings.len() < DETAIL_FINDINGS {
+                p.findings.push(f.clone());
+            }
+        }
         let c = self.causes.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
@@ -226,6 +442,9 @@ impl Printer for TextPrinter {
         self.retrans_segments += u64::from(retrans);
         self.with_retrans += u64::from(retrans > 0);
         self.inferred_roles += u64::from(c.role.inferred());
+        if let Some(p) = self.details.pending.remove(&c.id) {
+            self.keep_details(c, p);
+        }
         self.reused_tuples += u64::from(c.prev.is_some());
         if self.live && self.err.is_none() {
             let r = writeln!(
@@ -357,6 +576,7 @@ impl Printer for TextPrinter {
             )?;
         }
         self.exchanges_report()?;
+        self.stalls_report()?;
         let o = &mut self.out;
         let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
         if !rows.is_empty() {
@@ -382,6 +602,13 @@ impl Printer for TextPrinter {
                     hs,
                     row.close
                 )?;
+            }
+        }
+        let details = std::mem::take(&mut self.details.done);
+        if !details.is_empty() {
+            writeln!(o, "\nConnection details:")?;
+            for section in details.values() {
+                write!(o, "{section}")?;
             }
         }
         if let Some(e) = &r.error {

@@ -1,0 +1,237 @@
+//! Stalls: in a bulk or streaming transfer (one side sending, the other only acknowledging),
+//! a gap without progress longer than max(2 x RTT, 30 ms). Progress is new data from the
+//! sender or a cumulative ACK that moves forward; a gap ends at the first sign of life. When
+//! the peer sends data of its own the run ends: that turn belongs to the exchange model, not
+//! to a stall. Each stall is classified by what the capture shows at its start and end, after
+//! TAPO (Zhou et al., CoNEXT 2015):
+//!
+//! - `retransmission`: it ended with a retransmission (a timeout, or a loss repaired late);
+//! - `zero-window`: the receiver advertised a zero window;
+//! - `receive-window`: the data in flight filled the receiver's open window;
+//! - `delayed-ack`: one small segment in flight, released by the peer's (delayed) ACK;
+//! - `ack-delay`: data in flight, window open, nothing retransmitted, and the ACKs simply
+//!   came late (queueing on the path, lost ACKs, a receiver descheduled);
+//! - `sender-limited`: nothing in flight and the window open, yet the sender sent nothing:
+//!   its application had no data (TAPO's "data unavailable"), or its own stack held the data
+//!   (pacing with a collapsed bandwidth estimate after a loss, as BBR does; a send buffer
+//!   the application fills late). The wire cannot tell these apart; the sender's host can.
+//!
+//! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
+
+use crate::detectors::{rtt_ns, PerConn, MS};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_wire::Seq;
+
+/// The floor of the stall threshold: a capture of a sub-millisecond path would otherwise call
+/// every scheduling hiccup a stall. 30 ms is below the shortest delayed-ACK timer (40 ms).
+pub const FLOOR_NS: i64 = 30 * MS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StallClass {
+    Retransmission,
+    ZeroWindow,
+    ReceiveWindow,
+    DelayedAck,
+    AckDelay,
+    SenderLimited,
+}
+
+impl StallClass {
+    pub const ALL: [StallClass; 6] = [
+        StallClass::Retransmission,
+        StallClass::ZeroWindow,
+        StallClass::ReceiveWindow,
+        StallClass::DelayedAck,
+        StallClass::AckDelay,
+        StallClass::SenderLimited,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            StallClass::Retransmission => "retransmission",
+            StallClass::ZeroWindow => "zero-window",
+            StallClass::ReceiveWindow => "receive-window",
+            StallClass::DelayedAck => "delayed-ack",
+            StallClass::AckDelay => "ack-delay",
+            StallClass::SenderLimited => "sender-limited",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stall {
+    pub connection: u64,
+    /// The side sending the data that stalled.
+    pub sender: Side,
+    /// The last progress before the gap, and the event that ended it.
+    pub start: At,
+    pub end: At,
+    pub gap_ns: i64,
+    /// The gap minus one round trip (what a healthy transfer would have spent).
+    pub cost_ns: i64,
+    pub class: StallClass,
+    /// Bytes sent but not acknowledged when the gap began.
+    pub in_flight: u64,
+    /// The receiver's last advertised window (scaled) when the gap began.
+    pub window: Option<u64>,
+    /// The sender's new bytes in this run before the gap.
+    pub run_bytes: u64,
+}
+
+#[derive(Default, Debug)]
+struct Dir {
+    /// The sender has sent data since the peer last did.
+    active: bool,
+    run_bytes: u64,
+    last_progress: Option<At>,
+    snd_nxt: Option<Seq>,
+    snd_una: Option<Seq>,
+    last_len: u32,
+    window: Option<u64>,
+    /// The receiver advertised a zero window since the last progress.
+    zero_seen: bool,
+}
+
+enum Resume {
+    NewData,
+    Retransmission,
+    Ack,
+}
+
+/// Follows every connection's transfers, both directions.
+#[derive(Default)]
+pub struct Stalls {
+    dirs: PerConn<Dir>,
+}
+
+impl Stalls {
+    pub fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, out: &mut Vec<Stall>) {
+        let seg = ev.seg;
+        if seg.flags.syn() || seg.flags.rst() {
+            return;
+        }
+        let threshold = (2 * rtt_ns(c).unwrap_or(0)).max(FLOOR_NS);
+        let rtt = rtt_ns(c).unwrap_or(0);
+        let mss = u64::from(c.endpoint(ev.from).mss.unwrap_or(536));
+        // As the sender of its own data.
+        if seg.payload_len > 0 {
+            let d = self.dirs.get(c, ev.from);
+            let end = seg.seq + seg.payload_len;
+            if !d.active {
+                *d = Dir {
+                    active: true,
+                    snd_una: d.snd_una.or(Some(seg.seq)),
+                    window: d.window,
+                    ..Dir::default()
+                };
+            } else if ev.new_data || ev.retransmission {
+                let how = if ev.new_data && !ev.retransmission {
+                    Resume::NewData
+                } else {
+                    Resume::Retransmission
+                };
+                d.check(c.id, ev.from, ev.at, how, threshold, rtt, mss, out);
+            }
+            if ev.new_data {
+                d.run_bytes += u64::from(seg.payload_len);
+                d.last_progress = Some(ev.at);
+                d.zero_seen = false;
+                d.last_len = seg.payload_len;
+                if d.snd_nxt.is_none_or(|n| end > n) {
+                    d.snd_nxt = Some(end);
+                }
+            }
+        }
+        // As the receiver of the other side's data.
+        let peer = ev.from.other();
+        let spoke = seg.payload_len > 0;
+        // The tracker has accounted this segment: its window, scaled when scaling is on.
+        let window = c.endpoint(ev.from).window_scaled;
+        let d = self.dirs.get(c, peer);
+        if spoke {
+            // The peer's turn: the run of `peer` is over (request/response).
+            d.active = false;
+        }
+        if seg.flags.ack() {
+            let advanced = d.snd_una.is_none_or(|u| seg.ack > u);
+            if d.active && advanced {
+                d.check(c.id, peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
+            }
+            if advanced {
+                d.snd_una = Some(seg.ack);
+                if d.active {
+                    d.last_progress = Some(ev.at);
+                    d.zero_seen = false;
+                }
+            }
+        }
+        if window.is_some() {
+            d.window = window;
+            d.zero_seen |= window == Some(0);
+        }
+    }
+
+    pub fn finished(&mut self, c: &Connection) {
+        self.dirs.take(c, Side::Client);
+        self.dirs.take(c, Side::Server);
+    }
+}
+
+impl Dir {
+    fn in_flight(&self) -> u64 {
+        match (self.snd_nxt, self.snd_una) {
+            (Some(n), Some(u)) if n > u => u64::from(n.diff(u).unsigned_abs()),
+            _ => 0,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &mut self,
+        connection: u64,
+        sender: Side,
+        now: At,
+        how: Resume,
+        threshold: i64,
+        rtt: i64,
+        mss: u64,
+        out: &mut Vec<Stall>,
+    ) {
+        let Some(lp) = self.last_progress else { return };
+        let gap = now.ts_ns - lp.ts_ns;
+        if gap <= threshold {
+            return;
+        }
+        let in_flight = self.in_flight();
+        let class = match how {
+            Resume::Retransmission => StallClass::Retransmission,
+            _ if self.zero_seen || self.window == Some(0) => StallClass::ZeroWindow,
+            Resume::NewData if in_flight == 0 => StallClass::SenderLimited,
+            _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
+            _ if self
+                .window
+                .is_some_and(|w| in_flight + mss > w && 2 * in_flight >= w) =>
+            {
+                StallClass::ReceiveWindow
+            }
+            Resume::Ack if u64::from(self.last_len) < mss && in_flight < mss => {
+                StallClass::DelayedAck
+            }
+            _ => StallClass::AckDelay,
+        };
+        out.push(Stall {
+            connection,
+            sender,
+            start: lp,
+            end: now,
+            gap_ns: gap,
+            cost_ns: (gap - rtt).max(0),
+            class,
+            in_flight,
+            window: self.window,
+            run_bytes: self.run_bytes,
+        });
+        // The stall is over: the next one is measured from here.
+        self.last_progress = Some(now);
+        self.zero_seen = false;
+    }
+}
