@@ -36,6 +36,8 @@ pub trait Detector {
     fn disable(&mut self, _id: &str) {}
     /// Every segment of every connection, after the tracker accounted it.
     fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {}
+    /// A stall the transfer model found (a gap without progress, classified).
+    fn stall(&mut self, _c: &Connection, _s: &Stall, _out: &mut Vec<Finding>) {}
     /// The connection is finished: emit what is pending and forget it.
     fn finished(&mut self, _c: &Connection, _out: &mut Vec<Finding>) {}
 }
@@ -131,6 +133,11 @@ impl Sink for Detectors<'_> {
         }
         self.exchanges.segment(c, ev, &mut self.xbuf);
         self.stalls.segment(c, ev, &mut self.sbuf);
+        for s in &self.sbuf {
+            for d in self.active.iter_mut() {
+                d.stall(c, s, &mut self.buf);
+            }
+        }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
             self.flush();
         }

@@ -75,6 +75,10 @@ pub struct Stall {
     pub window: Option<u64>,
     /// The sender's new bytes in this run before the gap.
     pub run_bytes: u64,
+    /// The run answers the peer's data (a response), rather than a stream of its own.
+    pub responding: bool,
+    /// When the sender last retransmitted anything before the gap ended (capture time).
+    pub last_retransmission_ns: Option<i64>,
 }
 
 #[derive(Default, Debug)]
@@ -89,6 +93,10 @@ struct Dir {
     window: Option<u64>,
     /// The receiver advertised a zero window since the last progress.
     zero_seen: bool,
+    /// The peer has sent data on this connection; `responding` when this run began after it.
+    peer_data: bool,
+    responding: bool,
+    last_retx: Option<i64>,
 }
 
 enum Resume {
@@ -121,6 +129,9 @@ impl Stalls {
                     active: true,
                     snd_una: d.snd_una.or(Some(seg.seq)),
                     window: d.window,
+                    peer_data: d.peer_data,
+                    responding: d.peer_data,
+                    last_retx: d.last_retx,
                     ..Dir::default()
                 };
             } else if ev.new_data || ev.retransmission {
@@ -130,6 +141,9 @@ impl Stalls {
                     Resume::Retransmission
                 };
                 d.check(c.id, ev.from, ev.at, how, threshold, rtt, mss, out);
+            }
+            if ev.retransmission {
+                d.last_retx = Some(ev.at.ts_ns);
             }
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
@@ -150,6 +164,7 @@ impl Stalls {
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).
             d.active = false;
+            d.peer_data = true;
         }
         if seg.flags.ack() {
             let advanced = d.snd_una.is_none_or(|u| seg.ack > u);
@@ -229,6 +244,8 @@ impl Dir {
             in_flight,
             window: self.window,
             run_bytes: self.run_bytes,
+            responding: self.responding,
+            last_retransmission_ns: self.last_retx,
         });
         // The stall is over: the next one is measured from here.
         self.last_progress = Some(now);

@@ -491,3 +491,44 @@ fn no_stall_in_a_healthy_transfer_or_across_request_and_response() {
     ]);
     assert_eq!(st, []);
 }
+
+#[test]
+fn sender_limited_only_for_pauses_inside_an_answer() {
+    // A request, then a response that stops with everything acknowledged for 500 ms.
+    let answer: &[Line] = &[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 100, 1000, &[]),
+        (31, C, ACK, 1101, 5101, 0, 1000, &[]),
+        (531, S, ACK | PSH, 5101, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 5201, 0, 1000, &[]),
+    ];
+    let f = run(&with_hs(answer));
+    assert_eq!(ids(&f), ["sender-limited"]);
+    // From the ACK that left nothing in flight (frame 6) to the resumed data (7), less the RTT.
+    assert_eq!(f[0].frames, [6, 7]);
+    assert_eq!(f[0].cost_ns, 490 * MS);
+    assert_eq!(f[0].details["sender"], "server");
+    // The same pause in a stream the server sends on its own (no request): not checked.
+    let f = run(&with_hs(&[
+        (21, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (31, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (531, S, ACK | PSH, 5101, 1001, 100, 1000, &[]),
+        (541, C, ACK, 1001, 5201, 0, 1000, &[]),
+    ]));
+    assert!(f.is_empty(), "{f:?}");
+    // A pause of 40 ms (30 beyond the round trip): below the 50 ms floor.
+    let mut short = with_hs(answer);
+    short[6].0 = 71;
+    short[7].0 = 81;
+    assert!(run(&short).is_empty());
+    // After a retransmission the sender's pacing may hold the data: left to the loss findings.
+    let f = run(&with_hs(&[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 100, 1000, &[]),
+        (22, S, ACK, 5001, 1101, 100, 1000, &[]), // sent again
+        (31, C, ACK, 1101, 5101, 0, 1000, &[]),
+        (531, S, ACK | PSH, 5101, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 5201, 0, 1000, &[]),
+    ]));
+    assert!(!ids(&f).contains(&"sender-limited"), "{f:?}");
+}

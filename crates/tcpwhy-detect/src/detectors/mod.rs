@@ -8,6 +8,7 @@ mod path_latency;
 mod retx;
 mod rto_retransmission;
 mod rwnd_limited;
+mod sender_limited;
 mod server_delay;
 mod slow_start_restart;
 mod syn_refused;
@@ -32,6 +33,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(path_latency::PathLatency::default()),
         Box::new(client_delay::ClientDelay::default()),
         Box::new(rwnd_limited::RwndLimited::default()),
+        Box::new(sender_limited::SenderLimited::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }
