@@ -23,14 +23,29 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     if let Some(iface) = &args.interface {
         return run_live(iface, args, cfg);
     }
-    let mut capture = match Capture::open(&args.files) {
+    // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
+    // standard input is kept in a temporary file for that.
+    let spooled = if args.format == Format::Html && args.files.iter().any(|f| f == "-") {
+        Some(Spool::stdin()?)
+    } else {
+        None
+    };
+    let files: Vec<String> = args
+        .files
+        .iter()
+        .map(|f| match (&spooled, f.as_str()) {
+            (Some(s), "-") => s.path.display().to_string(),
+            _ => f.clone(),
+        })
+        .collect();
+    let mut capture = match Capture::open(&files) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: {e}");
             return Ok(ExitCode::from(2));
         }
     };
-    let mut printer = printer(args, false)?;
+    let mut printer = printer(args, false, &files, &cfg)?;
 
     let mut analyzer = Analyzer::new(cfg);
     let mut fatal = None;
@@ -99,7 +114,33 @@ fn fail_on(args: &AnalyzeArgs, found: &std::collections::BTreeMap<&'static str, 
     }
 }
 
-fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
+/// Standard input copied to a temporary file, removed on drop.
+struct Spool {
+    path: std::path::PathBuf,
+}
+
+impl Spool {
+    fn stdin() -> io::Result<Spool> {
+        let path = std::env::temp_dir().join(format!("tcpwhy-stdin-{}.cap", std::process::id()));
+        let spool = Spool { path };
+        let mut f = File::create(&spool.path)?;
+        io::copy(&mut io::stdin().lock(), &mut f)?;
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn printer(
+    args: &AnalyzeArgs,
+    live: bool,
+    files: &[String],
+    cfg: &Config,
+) -> io::Result<Box<dyn Printer>> {
     let out: Box<dyn Write> = match &args.output {
         Some(path) => {
             Box::new(BufWriter::new(File::create(path).map_err(|e| {
@@ -110,6 +151,16 @@ fn printer(args: &AnalyzeArgs, live: bool) -> io::Result<Box<dyn Printer>> {
     };
     Ok(match args.format {
         Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
+        Format::Html if live => {
+            return Err(io::Error::other(
+                "--format html needs capture files (its graphs read them twice); use text or json with --interface",
+            ))
+        }
+        Format::Html => Box::new(output::html::HtmlPrinter::new(
+            out,
+            files.to_vec(),
+            cfg.clone(),
+        )),
         Format::Text => {
             let sel = if !args.connection.is_empty() {
                 output::text::DetailSel::Ids(args.connection.iter().copied().collect())
@@ -133,7 +184,7 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         }
     };
     let stop = tcpwhy_lab::os::interrupt_flag()?;
-    let mut printer = printer(args, true)?;
+    let mut printer = printer(args, true, &[], &cfg)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");

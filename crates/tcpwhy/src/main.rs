@@ -41,6 +41,9 @@ pub enum Format {
     Text,
     /// JSON Lines: one "connection" object per connection, then one "summary" (docs/json-schema.md).
     Json,
+    /// One self-contained HTML file: causes chart, a graph per finding, latency histogram,
+    /// sortable connection table (reads the capture twice: the graphs need its packets).
+    Html,
 }
 
 #[derive(clap::Args)]

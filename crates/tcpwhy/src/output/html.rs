@@ -1,0 +1,1117 @@
+//! The HTML report: one self-contained file (inline CSS, inline SVG, a few lines of inline
+//! script for sorting; no network access, no external fonts or scripts).
+//!
+//! The answer comes first (causes ranked by time lost, as a bar chart), then one section per
+//! finding with the picture that proves it: a time-sequence graph of its connection around the
+//! finding (data segments, the ACK line, the receive-window line, retransmissions and evidence
+//! frames marked, the finding's span shaded, segments per flight labelled), or a ladder of the
+//! packets for handshake findings (SYN / ACK / RST / SYN). Then the distribution of exchange
+//! latencies split by where their time went, and a sortable table of connections.
+//!
+//! The graphs need the packets of a few connections, which a streaming first pass has already
+//! dropped: `summary` reads the capture files a second time and keeps only the packets of the
+//! findings' connections inside their graph windows. Every string that comes from a capture is
+//! escaped.
+
+use super::{endpoint, Printer, Report};
+use crate::time::rfc3339;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use tcpwhy_capture::Capture;
+use tcpwhy_detect::{Exchange, Finding, Stall, StallClass};
+use tcpwhy_track::{Analyzer, Config, Connection, SegmentEvent, Sink};
+
+/// Findings listed in the report (the rest are counted in the causes chart only).
+const MAX_FINDINGS: usize = 5_000;
+/// Findings that get a graph (the costliest).
+const MAX_GRAPHS: usize = 100;
+/// Rows of the connection table (the slowest).
+const MAX_ROWS: usize = 2_000;
+/// Packets kept per graph.
+const MAX_POINTS: usize = 20_000;
+/// Packets drawn in a ladder.
+const MAX_LADDER: usize = 40;
+
+const PARTS: [&str; 7] = [
+    "network",
+    "server",
+    "transfer",
+    "client",
+    "retransmission",
+    "window",
+    "held",
+];
+const PART_COLORS: [&str; 7] = [
+    "#4e79a7", "#f28e2b", "#76b7b2", "#59a14f", "#e15759", "#b07aa1", "#edc948",
+];
+/// Histogram bins: 10^(-2 + k/4) ms, k = 0..BINS (10 us to 100 s).
+const BINS: usize = 28;
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Row {
+    duration_ns: i64,
+    id: u64,
+    client: String,
+    server: String,
+    packets: u64,
+    c2s: u64,
+    s2c: u64,
+    retrans: u32,
+    hs_rtt_ns: Option<i64>,
+    close: String,
+    findings: u32,
+    lost_ns: i64,
+}
+
+#[derive(Default)]
+struct Cause {
+    count: u64,
+    cost_ns: i64,
+    connections: BTreeSet<u64>,
+}
+
+pub struct HtmlPrinter {
+    out: Box<dyn Write>,
+    err: Option<io::Error>,
+    files: Vec<String>,
+    cfg: Config,
+    findings: Vec<Finding>,
+    more_findings: u64,
+    causes: BTreeMap<&'static str, Cause>,
+    /// Findings and time lost per connection, until its record arrives.
+    per_conn: HashMap<u64, (u32, i64)>,
+    hist: [[u64; PARTS.len()]; BINS],
+    exchanges: u64,
+    stalls: [(u64, i64); 6],
+    rows: BinaryHeap<Reverse<Row>>,
+}
+
+impl HtmlPrinter {
+    /// `files` are read again at the end for the graphs, with the same tracker configuration
+    /// (so connection ids match the first pass).
+    pub fn new(out: Box<dyn Write>, files: Vec<String>, cfg: Config) -> HtmlPrinter {
+        HtmlPrinter {
+            out,
+            err: None,
+            files,
+            cfg,
+            findings: Vec::new(),
+            more_findings: 0,
+            causes: BTreeMap::new(),
+            per_conn: HashMap::new(),
+            hist: [[0; PARTS.len()]; BINS],
+            exchanges: 0,
+            stalls: [(0, 0); 6],
+            rows: BinaryHeap::new(),
+        }
+    }
+}
+
+/// Escape text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => {
+                let _ = write!(o, "\\u{{{:x}}}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn fmt_ms(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms.abs() >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms.abs() >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    match b {
+        0..=9_999 => format!("{b} B"),
+        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    }
+}
+
+impl Printer for HtmlPrinter {
+    fn finding(&mut self, f: &Finding) {
+        let c = self.causes.entry(f.id).or_default();
+        c.count += 1;
+        c.cost_ns += f.cost_ns.max(0);
+        c.connections.insert(f.connection);
+        let p = self.per_conn.entry(f.connection).or_default();
+        p.0 += 1;
+        p.1 += f.cost_ns.max(0);
+        if self.findings.len() < MAX_FINDINGS {
+            self.findings.push(f.clone());
+        } else {
+            self.more_findings += 1;
+        }
+    }
+
+    fn exchange(&mut self, x: &Exchange) {
+        self.exchanges += 1;
+        let s = &x.split;
+        let parts = [
+            s.network_ns,
+            s.server_ns,
+            s.transfer_ns,
+            s.client_ns,
+            s.retransmission_ns,
+            s.window_ns,
+            s.held_ns,
+        ];
+        let dominant = (0..parts.len()).max_by_key(|&i| parts[i]).unwrap_or(0);
+        let ms = (x.latency_ns.max(1) as f64) / 1e6;
+        let bin = ((ms.log10() + 2.0) * 4.0)
+            .floor()
+            .clamp(0.0, (BINS - 1) as f64) as usize;
+        self.hist[bin][dominant] += 1;
+    }
+
+    fn stall(&mut self, s: &Stall) {
+        let k = &mut self.stalls[s.class as usize];
+        k.0 += 1;
+        k.1 += s.gap_ns;
+    }
+
+    fn connection(&mut self, c: &Connection) {
+        let (findings, lost_ns) = self.per_conn.remove(&c.id).unwrap_or_default();
+        let d = c.duration_ns();
+        if self.rows.len() >= MAX_ROWS {
+            match self.rows.peek() {
+                Some(Reverse(min)) if (d, Reverse(c.id)) <= (min.duration_ns, Reverse(min.id)) => {
+                    return
+                }
+                _ => {}
+            }
+        }
+        let close = c.close();
+        self.rows.push(Reverse(Row {
+            duration_ns: d,
+            id: c.id,
+            client: endpoint(c.client.addr, c.client.port),
+            server: endpoint(c.server.addr, c.server.port),
+            packets: c.packets(),
+            c2s: c.client.unique_bytes,
+            s2c: c.server.unique_bytes,
+            retrans: c.client.retrans_segments + c.server.retrans_segments,
+            hs_rtt_ns: c.handshake.rtt_ns(),
+            close: match close.by() {
+                Some(by) => format!("{} by {}", close.kind(), by.name()),
+                None => close.kind().to_string(),
+            },
+            findings,
+            lost_ns,
+        }));
+        if self.rows.len() > MAX_ROWS {
+            self.rows.pop();
+        }
+    }
+
+    fn check(&mut self) -> io::Result<()> {
+        match self.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
+        self.check()?;
+        // The costliest findings get graphs; their packets come from a second pass.
+        let mut order: Vec<usize> = (0..self.findings.len()).collect();
+        order.sort_by_key(|&i| (Reverse(self.findings[i].cost_ns), i));
+        order.truncate(MAX_GRAPHS);
+        let windows: Vec<(usize, Window)> = order
+            .iter()
+            .map(|&i| (i, Window::of(&self.findings[i])))
+            .collect();
+        let (points, second_pass_error) = if windows.is_empty() {
+            (HashMap::new(), None)
+        } else {
+            collect(&self.files, &self.cfg, &windows)
+        };
+        let html = self.render(r, &windows, &points, second_pass_error);
+        self.out.write_all(html.as_bytes())?;
+        self.out.flush()
+    }
+}
+
+/// The part of a connection a finding's graph shows.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    connection: u64,
+    from_ns: i64,
+    to_ns: i64,
+}
+
+impl Window {
+    fn of(f: &Finding) -> Window {
+        let rtt = f
+            .details
+            .get("rtt_ms")
+            .and_then(|v| v.as_f64())
+            .map_or(0, |ms| (ms * 1e6) as i64);
+        let span = (f.end_ns - f.start_ns).max(0);
+        let margin = (span / 5).max(3 * rtt).max(2_000_000);
+        let (mut from, mut to) = (f.start_ns - margin, f.end_ns + margin);
+        // Slow start after idle: the restarted burst, flight by flight.
+        if let (Some(rounds), true) = (
+            f.details.get("round_trips").and_then(|v| v.as_u64()),
+            f.id == "slow-start-restart" && rtt > 0,
+        ) {
+            from = f.start_ns - 2 * rtt;
+            to = f.start_ns + (rounds as i64 + 2) * rtt;
+        }
+        // Never more than a minute: the packets around the start of the finding.
+        if to - from > 60_000_000_000 {
+            to = from + 60_000_000_000;
+        }
+        Window {
+            connection: f.connection,
+            from_ns: from,
+            to_ns: to,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pt {
+    t: i64,
+    frame: u64,
+    client: bool,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    win: u64,
+    flags: u8,
+    retx: bool,
+}
+
+struct Recorder<'a> {
+    want: HashMap<u64, Vec<(i64, i64)>>,
+    points: &'a mut HashMap<u64, Vec<Pt>>,
+}
+
+impl Sink for Recorder<'_> {
+    fn connection(&mut self, _c: &Connection) {}
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
+        let Some(ws) = self.want.get(&c.id) else {
+            return;
+        };
+        let t = ev.at.ts_ns;
+        if !ws.iter().any(|(a, b)| t >= *a && t <= *b) {
+            return;
+        }
+        let v = self.points.entry(c.id).or_default();
+        if v.len() >= MAX_POINTS {
+            return;
+        }
+        let seg = ev.seg;
+        v.push(Pt {
+            t,
+            frame: ev.at.frame,
+            client: ev.from == tcpwhy_track::Side::Client,
+            seq: seg.seq.0,
+            ack: seg.ack.0,
+            len: seg.payload_len,
+            win: c
+                .endpoint(ev.from)
+                .window_scaled
+                .unwrap_or(u64::from(seg.window)),
+            flags: seg.flags.0,
+            retx: ev.retransmission,
+        });
+    }
+}
+
+/// Read the capture again and keep the packets of the graphed connections in their windows.
+fn collect(
+    files: &[String],
+    cfg: &Config,
+    windows: &[(usize, Window)],
+) -> (HashMap<u64, Vec<Pt>>, Option<String>) {
+    let mut points = HashMap::new();
+    let mut want: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
+    for (_, w) in windows {
+        want.entry(w.connection)
+            .or_default()
+            .push((w.from_ns, w.to_ns));
+    }
+    let mut capture = match Capture::open(files) {
+        Ok(c) => c,
+        Err(e) => return (points, Some(e.to_string())),
+    };
+    let mut analyzer = Analyzer::new(cfg.clone());
+    let mut rec = Recorder {
+        want,
+        points: &mut points,
+    };
+    let mut error = None;
+    loop {
+        match capture.next() {
+            Ok(Some(p)) => analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut rec),
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    analyzer.finish(&mut rec);
+    (points, error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
+main{max-width:1100px;margin:0 auto;padding:18px 24px 60px}
+h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d5d9de;padding-bottom:4px}
+h3{font-size:15px;margin:0 0 6px}
+.muted{color:#5f6b76}.answer{font-size:16px;background:#fff;border-left:4px solid #e15759;padding:10px 14px;margin:12px 0}
+.ok{border-left-color:#59a14f}
+section.finding{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 14px;margin:14px 0}
+.cost{font-weight:600;color:#b8323a}code{background:#eef1f4;padding:1px 4px;border-radius:3px;font-size:12.5px}
+pre{background:#eef1f4;padding:8px;overflow:auto;font-size:12px}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
+th,td{border-bottom:1px solid #e3e6ea;padding:3px 6px;text-align:right;white-space:nowrap}
+th{cursor:pointer;background:#eef1f4;position:sticky;top:0}th:hover{background:#dfe4ea}
+td.l,th.l{text-align:left}
+svg{display:block;max-width:100%;height:auto;background:#fff}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+.legend span{display:inline-block;margin-right:12px;font-size:12px}
+.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+"#;
+
+const SCRIPT: &str = r#"
+(function(){
+  document.querySelectorAll('table.sortable').forEach(function(t){
+    var ths=t.querySelectorAll('th');
+    ths.forEach(function(th,i){
+      th.addEventListener('click',function(){
+        var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows);
+        var asc=th.getAttribute('data-dir')!=='asc';
+        ths.forEach(function(h){h.removeAttribute('data-dir');});
+        th.setAttribute('data-dir',asc?'asc':'desc');
+        rows.sort(function(a,b){
+          var x=a.cells[i].getAttribute('data-v'),y=b.cells[i].getAttribute('data-v');
+          var nx=parseFloat(x),ny=parseFloat(y),c;
+          if(!isNaN(nx)&&!isNaN(ny)){c=nx-ny;}else{c=String(x).localeCompare(String(y));}
+          return asc?c:-c;
+        });
+        rows.forEach(function(r){body.appendChild(r);});
+      });
+    });
+  });
+  document.body.setAttribute('data-ready','yes');
+})();
+"#;
+
+impl HtmlPrinter {
+    fn render(
+        &mut self,
+        r: &Report<'_>,
+        windows: &[(usize, Window)],
+        points: &HashMap<u64, Vec<Pt>>,
+        second_pass_error: Option<String>,
+    ) -> String {
+        let mut h = String::with_capacity(256 * 1024);
+        let files: Vec<String> = r.files.iter().map(|f| esc(f)).collect();
+        let _ = write!(
+            h,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+             <title>tcpwhy: {}</title><style>{CSS}</style></head><body><main>\n",
+            files.join(", ")
+        );
+        let _ = writeln!(
+            h,
+            "<h1>Why was this TCP slow?</h1><div class=\"muted\">tcpwhy {} &middot; {}</div>",
+            env!("CARGO_PKG_VERSION"),
+            files.join(", ")
+        );
+        self.render_answer(&mut h, r);
+        self.render_findings(&mut h, windows, points, second_pass_error.as_deref());
+        self.render_latencies(&mut h);
+        self.render_table(&mut h);
+        let _ = writeln!(h, "<script>{SCRIPT}</script></main></body></html>");
+        h
+    }
+
+    fn render_answer(&self, h: &mut String, r: &Report<'_>) {
+        let s = r.stats;
+        let span = match (s.first_ts, s.last_ts) {
+            (Some(a), Some(b)) => format!(" over {} from {}", fmt_ms(b - a), esc(&rfc3339(a))),
+            _ => String::new(),
+        };
+        let mut causes: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
+        causes.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        if causes.is_empty() {
+            let _ = writeln!(
+                h,
+                "<div class=\"answer ok\">No latency cause found in {} connections.</div>",
+                r.tracker.connections
+            );
+        } else {
+            let total: i64 = causes.iter().map(|c| c.1.cost_ns).sum();
+            let _ = writeln!(
+                h,
+                "<div class=\"answer\"><b>{}</b> cost the most: {} lost in {} finding{}{}.</div>",
+                esc(causes[0].0),
+                fmt_ms(causes[0].1.cost_ns),
+                causes[0].1.count,
+                if causes[0].1.count == 1 { "" } else { "s" },
+                if causes.len() > 1 {
+                    format!(" ({} lost to all {} causes)", fmt_ms(total), causes.len())
+                } else {
+                    String::new()
+                }
+            );
+            let _ = writeln!(h, "<h2>Causes, ranked by time lost</h2>");
+            // Horizontal bar chart.
+            let row_h = 26;
+            let (w, left, right) = (1000, 190, 260);
+            let height = 10 + row_h * causes.len() as i64;
+            let max = causes[0].1.cost_ns.max(1) as f64;
+            let _ = write!(
+                h,
+                "<svg class=\"causes\" viewBox=\"0 0 {w} {height}\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"causes ranked by time lost\">"
+            );
+            for (i, (id, c)) in causes.iter().enumerate() {
+                let y = 5 + row_h * i as i64;
+                let bw = ((c.cost_ns as f64 / max) * (w - left - right) as f64).max(1.0);
+                let _ = write!(
+                    h,
+                    "<a href=\"#cause-{id}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></a>\
+                     <rect x=\"{left}\" y=\"{}\" width=\"{bw:.1}\" height=\"{}\" fill=\"#e15759\"/>\
+                     <text x=\"{:.1}\" y=\"{}\">{} &middot; {} finding{} on {} connection{}</text>",
+                    left - 8,
+                    y + 16,
+                    esc(id),
+                    y + 3,
+                    row_h - 8,
+                    left as f64 + bw + 6.0,
+                    y + 16,
+                    fmt_ms(c.cost_ns),
+                    c.count,
+                    if c.count == 1 { "" } else { "s" },
+                    c.connections.len(),
+                    if c.connections.len() == 1 { "" } else { "s" },
+                );
+            }
+            let _ = writeln!(h, "</svg>");
+        }
+        let _ = writeln!(
+            h,
+            "<p class=\"muted\">{} packets, {} TCP, {} connections{span}.</p>",
+            s.packets, s.tcp_packets, r.tracker.connections
+        );
+        if r.tracker.evicted > 0 {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">{} connections were evicted by --max-connections.</p>",
+                r.tracker.evicted
+            );
+        }
+        for w in r.warnings {
+            let _ = writeln!(h, "<p class=\"muted\">warning: {}</p>", esc(w));
+        }
+        if let Some(e) = &r.error {
+            let _ = writeln!(h, "<p class=\"answer\">stopped early: {}</p>", esc(e));
+        }
+    }
+
+    fn render_findings(
+        &self,
+        h: &mut String,
+        windows: &[(usize, Window)],
+        points: &HashMap<u64, Vec<Pt>>,
+        second_pass_error: Option<&str>,
+    ) {
+        if self.findings.is_empty() {
+            return;
+        }
+        let _ = writeln!(h, "<h2>Findings</h2>");
+        if let Some(e) = second_pass_error {
+            let _ = writeln!(
+                h,
+                "<p class=\"answer\">graphs incomplete: reading the capture again failed: {}</p>",
+                esc(e)
+            );
+        }
+        if self.findings.len() > MAX_GRAPHS {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">Graphs for the {MAX_GRAPHS} costliest of {} findings.</p>",
+                self.findings.len()
+            );
+        }
+        if self.more_findings > 0 {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">{} more findings are counted above but not listed.</p>",
+                self.more_findings
+            );
+        }
+        let graph_of: HashMap<usize, Window> = windows.iter().copied().collect();
+        // Grouped by cause (in the ranking's order), then by time.
+        let mut ranked: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
+        ranked.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        let mut n = 0usize;
+        for (id, _) in ranked {
+            let _ = writeln!(h, "<div id=\"cause-{}\"></div>", esc(id));
+            for (i, f) in self
+                .findings
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.id == *id)
+            {
+                n += 1;
+                let _ = write!(
+                    h,
+                    "<section class=\"finding\" id=\"f-{n}\" data-id=\"{}\"><h3>{} &middot; connection {} &middot; {} &rarr; {} <span class=\"cost\">{} lost</span></h3>\
+                     <div class=\"muted\">{} &middot; {}</div><p>{}</p><p><b>Fix:</b> {}</p>\
+                     <p>Evidence (Wireshark display filter): <code>{}</code></p>",
+                    esc(f.id),
+                    esc(f.id),
+                    f.connection,
+                    esc(&endpoint(f.client.0, f.client.1)),
+                    esc(&endpoint(f.server.0, f.server.1)),
+                    fmt_ms(f.cost_ns.max(0)),
+                    esc(&rfc3339(f.start_ns)),
+                    fmt_ms(f.end_ns - f.start_ns),
+                    esc(&f.explanation),
+                    esc(&f.fix),
+                    esc(&f.wireshark_filter()),
+                );
+                if let Some(w) = graph_of.get(&i) {
+                    let pts: Vec<Pt> = points
+                        .get(&f.connection)
+                        .map(|v| {
+                            v.iter()
+                                .filter(|p| p.t >= w.from_ns && p.t <= w.to_ns)
+                                .copied()
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if f.id.starts_with("syn-") {
+                        ladder(h, f, &pts);
+                    } else {
+                        time_sequence(h, f, w, &pts);
+                    }
+                }
+                if !f.details.is_null() {
+                    let pretty =
+                        serde_json::to_string_pretty(&f.details).unwrap_or_else(|_| "{}".into());
+                    let _ = write!(
+                        h,
+                        "<details><summary>details</summary><pre>{}</pre></details>",
+                        esc(&pretty)
+                    );
+                }
+                let _ = writeln!(h, "</section>");
+            }
+        }
+    }
+
+    fn render_latencies(&self, h: &mut String) {
+        let stalls: u64 = self.stalls.iter().map(|s| s.0).sum();
+        if self.exchanges == 0 && stalls == 0 {
+            return;
+        }
+        let _ = writeln!(h, "<h2>Exchange latencies</h2>");
+        if self.exchanges > 0 {
+            let _ = writeln!(
+                h,
+                "<p class=\"muted\">{} request/response exchanges, by latency (log scale), coloured by the part that dominated each.</p>",
+                self.exchanges
+            );
+            let (w, hh, l, b, t) = (1000.0, 260.0, 50.0, 40.0, 10.0);
+            let max = self
+                .hist
+                .iter()
+                .map(|r| r.iter().sum::<u64>())
+                .max()
+                .unwrap_or(1)
+                .max(1) as f64;
+            let bw = (w - l - 10.0) / BINS as f64;
+            let _ = write!(
+                h,
+                "<svg class=\"hist\" viewBox=\"0 0 {w} {hh}\" width=\"{w}\" height=\"{hh}\" role=\"img\" aria-label=\"exchange latency histogram\">"
+            );
+            for (k, row) in self.hist.iter().enumerate() {
+                let mut y = hh - b;
+                for (p, &count) in row.iter().enumerate() {
+                    if count == 0 {
+                        continue;
+                    }
+                    let bh = count as f64 / max * (hh - b - t);
+                    y -= bh;
+                    let _ = write!(
+                        h,
+                        "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{}\"><title>{} exchanges, {}</title></rect>",
+                        l + k as f64 * bw + 1.0,
+                        bw - 2.0,
+                        PART_COLORS[p],
+                        count,
+                        PARTS[p]
+                    );
+                }
+            }
+            // Decade labels.
+            for d in 0..=7 {
+                let x = l + (d * 4) as f64 * bw;
+                let label = [
+                    "10 us", "100 us", "1 ms", "10 ms", "100 ms", "1 s", "10 s", "100 s",
+                ][d];
+                let _ = write!(
+                    h,
+                    "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+                    hh - b,
+                    hh - b + 5.0,
+                    hh - b + 18.0
+                );
+            }
+            let _ = write!(
+                h,
+                "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></svg>",
+                hh - b,
+                w - 10.0,
+                hh - b,
+                l - 4.0,
+                t + 10.0,
+                max as u64
+            );
+            let _ = write!(h, "<div class=\"legend\">");
+            for (p, name) in PARTS.iter().enumerate() {
+                let _ = write!(
+                    h,
+                    "<span><i class=\"sw\" style=\"background:{}\"></i>{name}</span>",
+                    PART_COLORS[p]
+                );
+            }
+            let _ = writeln!(h, "</div>");
+        }
+        if stalls > 0 {
+            let parts: Vec<String> = StallClass::ALL
+                .iter()
+                .zip(self.stalls)
+                .filter(|(_, s)| s.0 > 0)
+                .map(|(c, s)| format!("{} {} ({})", c.name(), s.0, fmt_ms(s.1)))
+                .collect();
+            let _ = writeln!(
+                h,
+                "<p>{stalls} stalls in transfers (no progress for over max(2 x RTT, 30 ms)): {}</p>",
+                esc(&parts.join(", "))
+            );
+        }
+    }
+
+    fn render_table(&mut self, h: &mut String) {
+        let rows = std::mem::take(&mut self.rows).into_sorted_vec();
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            h,
+            "<h2>Connections</h2><p class=\"muted\">The {} slowest, by duration; click a column to sort.</p>",
+            rows.len()
+        );
+        let _ = writeln!(
+            h,
+            "<table class=\"sortable\" id=\"connections\"><thead><tr><th>id</th><th class=\"l\">client</th><th class=\"l\">server</th>\
+             <th>duration</th><th>packets</th><th>client bytes</th><th>server bytes</th><th>retrans</th><th>hs rtt</th>\
+             <th>findings</th><th>lost</th><th class=\"l\">close</th></tr></thead><tbody>"
+        );
+        for Reverse(r) in rows {
+            let rtt = r.hs_rtt_ns;
+            let _ = writeln!(
+                h,
+                "<tr><td data-v=\"{}\">{}</td><td class=\"l\" data-v=\"{}\">{}</td><td class=\"l\" data-v=\"{}\">{}</td>\
+                 <td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>\
+                 <td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>\
+                 <td class=\"l\" data-v=\"{}\">{}</td></tr>",
+                r.id,
+                r.id,
+                esc(&r.client),
+                esc(&r.client),
+                esc(&r.server),
+                esc(&r.server),
+                r.duration_ns,
+                fmt_ms(r.duration_ns),
+                r.packets,
+                r.packets,
+                r.c2s,
+                fmt_bytes(r.c2s),
+                r.s2c,
+                fmt_bytes(r.s2c),
+                r.retrans,
+                r.retrans,
+                rtt.unwrap_or(-1),
+                rtt.map(fmt_ms).unwrap_or_else(|| "-".into()),
+                r.findings,
+                r.findings,
+                r.lost_ns,
+                if r.lost_ns > 0 { fmt_ms(r.lost_ns) } else { "-".into() },
+                esc(&r.close),
+                esc(&r.close),
+            );
+        }
+        let _ = writeln!(h, "</tbody></table>");
+    }
+}
+
+fn flag_names(f: u8) -> String {
+    use tcpwhy_wire::TcpFlags as F;
+    let mut v = Vec::new();
+    for (bit, name) in [
+        (F::SYN, "SYN"),
+        (F::FIN, "FIN"),
+        (F::RST, "RST"),
+        (F::PSH, "PSH"),
+        (F::ACK, "ACK"),
+        (F::URG, "URG"),
+        (F::ECE, "ECE"),
+        (F::CWR, "CWR"),
+    ] {
+        if f & bit != 0 {
+            v.push(name);
+        }
+    }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(" ")
+    }
+}
+
+/// Handshake findings: the packets as a ladder between client and server, evidence in colour.
+fn ladder(h: &mut String, f: &Finding, pts: &[Pt]) {
+    let evidence: BTreeSet<u64> = f.frames.iter().copied().collect();
+    // The evidence frames and the packets around them, at most MAX_LADDER.
+    let first_ev = pts
+        .iter()
+        .position(|p| evidence.contains(&p.frame))
+        .unwrap_or(0);
+    let start = first_ev.saturating_sub(3);
+    let shown: Vec<&Pt> = pts.iter().skip(start).take(MAX_LADDER).collect();
+    let Some(t0) = shown.first().map(|p| p.t) else {
+        let _ = write!(h, "<p class=\"muted\">(no packets in the graph window)</p>");
+        return;
+    };
+    let (w, row, top) = (1000.0, 30.0, 40.0);
+    let height = top + row * shown.len() as f64 + 10.0;
+    let (xc, xs) = (260.0, 760.0);
+    let _ = write!(
+        h,
+        "<svg class=\"graph ladder\" viewBox=\"0 0 {w} {height}\" width=\"{w}\" height=\"{height}\" role=\"img\" aria-label=\"packet ladder\">\
+         <text x=\"{xc}\" y=\"16\" text-anchor=\"middle\" font-weight=\"bold\">client {}</text>\
+         <text x=\"{xs}\" y=\"16\" text-anchor=\"middle\" font-weight=\"bold\">server {}</text>\
+         <line x1=\"{xc}\" y1=\"24\" x2=\"{xc}\" y2=\"{height}\" stroke=\"#888\"/>\
+         <line x1=\"{xs}\" y1=\"24\" x2=\"{xs}\" y2=\"{height}\" stroke=\"#888\"/>\
+         <text x=\"10\" y=\"34\" class=\"muted\">time (capture)</text><text x=\"990\" y=\"34\" text-anchor=\"end\">frame</text>",
+        esc(&endpoint(f.client.0, f.client.1)),
+        esc(&endpoint(f.server.0, f.server.1)),
+    );
+    for (i, p) in shown.iter().enumerate() {
+        let y = top + row * (i as f64 + 0.5);
+        let (x1, x2) = if p.client { (xc, xs) } else { (xs, xc) };
+        let ev = evidence.contains(&p.frame);
+        let color = if ev { "#d62728" } else { "#888" };
+        let width = if ev { 2.2 } else { 1.0 };
+        let dir = if x2 > x1 { -1.0 } else { 1.0 };
+        let mut label = flag_names(p.flags);
+        if p.flags & tcpwhy_wire::TcpFlags::SYN != 0 || p.len > 0 {
+            let _ = write!(label, " seq={}", p.seq);
+        }
+        if p.flags & tcpwhy_wire::TcpFlags::ACK != 0 {
+            let _ = write!(label, " ack={}", p.ack);
+        }
+        if p.len > 0 {
+            let _ = write!(label, " len={}", p.len);
+        }
+        let _ = write!(
+            h,
+            "<line x1=\"{x1}\" y1=\"{y:.1}\" x2=\"{x2}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"{width}\"/>\
+             <polygon points=\"{x2},{y:.1} {:.1},{:.1} {:.1},{:.1}\" fill=\"{color}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\"{}>{}</text>\
+             <text x=\"10\" y=\"{:.1}\">+{}</text><text x=\"990\" y=\"{:.1}\" text-anchor=\"end\"{}>#{}</text>",
+            x2 + dir * 9.0,
+            y - 4.0,
+            x2 + dir * 9.0,
+            y + 4.0,
+            (xc + xs) / 2.0,
+            y - 5.0,
+            if ev { " font-weight=\"bold\"" } else { "" },
+            esc(&label),
+            y + 4.0,
+            fmt_ms(p.t - t0),
+            y + 4.0,
+            if ev { " font-weight=\"bold\"" } else { "" },
+            p.frame
+        );
+    }
+    let _ = writeln!(h, "</svg>");
+}
+
+/// A nice step for `n` ticks over `range`.
+fn nice_step(range: f64, n: f64) -> f64 {
+    if range <= 0.0 || !range.is_finite() {
+        return 1.0;
+    }
+    let raw = range / n;
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm < 1.5 {
+        1.0
+    } else if norm < 3.0 {
+        2.0
+    } else if norm < 7.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+/// Data findings: sequence vs time for the data sender, with the peer's ACK and window lines.
+fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt]) {
+    // Whose data: the finding says so, else the side that sent the most in the window.
+    let side = |p: &Pt| p.client;
+    let bytes = |client: bool| -> u64 {
+        pts.iter()
+            .filter(|p| side(p) == client)
+            .map(|p| u64::from(p.len))
+            .sum()
+    };
+    let client_sends = match (
+        f.details.get("sender").and_then(|v| v.as_str()),
+        f.details.get("receiver").and_then(|v| v.as_str()),
+    ) {
+        (Some("client"), _) | (_, Some("server")) => true,
+        (Some("server"), _) | (_, Some("client")) => false,
+        _ => bytes(true) > bytes(false),
+    };
+    let data: Vec<&Pt> = pts
+        .iter()
+        .filter(|p| side(p) == client_sends && p.len > 0)
+        .collect();
+    let acks: Vec<&Pt> = pts
+        .iter()
+        .filter(|p| side(p) != client_sends && p.flags & tcpwhy_wire::TcpFlags::ACK != 0)
+        .collect();
+    let Some(base) = data
+        .first()
+        .map(|p| p.seq)
+        .or_else(|| acks.first().map(|p| p.ack))
+    else {
+        let _ = write!(h, "<p class=\"muted\">(no packets in the graph window)</p>");
+        return;
+    };
+    let rel = |s: u32| -> f64 { s.wrapping_sub(base) as i32 as f64 };
+    let (t0, t1) = (w.from_ns, w.to_ns.max(w.from_ns + 1));
+    let mut ymin = 0f64;
+    let mut ymax = 1f64;
+    for p in &data {
+        ymin = ymin.min(rel(p.seq));
+        ymax = ymax.max(rel(p.seq) + f64::from(p.len));
+    }
+    for p in &acks {
+        ymin = ymin.min(rel(p.ack));
+        ymax = ymax.max(rel(p.ack));
+    }
+    let ymax = ymax + (ymax - ymin) * 0.12;
+    let (width, height, l, r, t, b) = (1000.0, 380.0, 70.0, 20.0, 24.0, 40.0);
+    let x = |ts: i64| l + (ts - t0) as f64 / (t1 - t0) as f64 * (width - l - r);
+    let y = |v: f64| height - b - (v - ymin) / (ymax - ymin).max(1.0) * (height - b - t);
+    let clip = format!("clip-{}-{}", f.connection, f.start_ns);
+    let _ = write!(
+        h,
+        "<svg class=\"graph tsg\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"time-sequence graph\">\
+         <defs><clipPath id=\"{clip}\"><rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
+        width - l - r,
+        height - b - t
+    );
+    // The finding's span, shaded.
+    let (fs, fe) = (f.start_ns.max(t0), f.end_ns.min(t1));
+    if fe > fs {
+        let _ = write!(
+            h,
+            "<rect x=\"{:.1}\" y=\"{t}\" width=\"{:.1}\" height=\"{}\" fill=\"#e15759\" fill-opacity=\"0.08\"/>",
+            x(fs),
+            (x(fe) - x(fs)).max(1.0),
+            height - b - t
+        );
+    }
+    // An idle gap before the finding (slow start after idle): say how long, at its end.
+    if let Some(idle) = f.details.get("idle_ms").and_then(|v| v.as_f64()) {
+        let _ = write!(
+            h,
+            "<text x=\"{:.1}\" y=\"{}\" fill=\"#b8323a\">&#8592; {} idle before</text>",
+            x(f.start_ns.max(t0)) + 4.0,
+            t + 14.0,
+            fmt_ms((idle * 1e6) as i64)
+        );
+    }
+    // Axes and ticks.
+    let xs = nice_step((t1 - t0) as f64 / 1e6, 8.0);
+    let mut v = 0.0;
+    while v <= (t1 - t0) as f64 / 1e6 + 1e-9 {
+        let xx = x(t0 + (v * 1e6) as i64);
+        let _ = write!(
+            h,
+            "<line x1=\"{xx:.1}\" y1=\"{t}\" x2=\"{xx:.1}\" y2=\"{}\" stroke=\"#eee\"/><text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            height - b,
+            height - b + 15.0,
+            trim_num(v)
+        );
+        v += xs;
+    }
+    let ys = nice_step(ymax - ymin, 6.0);
+    let mut v = (ymin / ys).ceil() * ys;
+    while v <= ymax {
+        let yy = y(v);
+        let _ = write!(
+            h,
+            "<line x1=\"{l}\" y1=\"{yy:.1}\" x2=\"{}\" y2=\"{yy:.1}\" stroke=\"#eee\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            width - r,
+            l - 4.0,
+            yy + 4.0,
+            fmt_bytes(v.max(0.0) as u64)
+        );
+        v += ys;
+    }
+    let _ = write!(
+        h,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">ms from {}</text>\
+         <text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{} sequence (relative)</text>\
+         <g clip-path=\"url(#{clip})\">",
+        (l + width - r) / 2.0,
+        height - 6.0,
+        esc(&rfc3339(t0)),
+        (t + height - b) / 2.0,
+        (t + height - b) / 2.0,
+        if client_sends { "client" } else { "server" }
+    );
+    // Receive window line (ack + window) and ACK line, as steps.
+    let mut win = String::new();
+    let mut ackl = String::new();
+    let mut last: Option<(f64, f64, f64)> = None;
+    for p in &acks {
+        let (xx, ya, yw) = (x(p.t), y(rel(p.ack)), y(rel(p.ack) + p.win as f64));
+        if let Some((_, pa, pw)) = last {
+            let _ = write!(ackl, " {xx:.1},{pa:.1}");
+            let _ = write!(win, " {xx:.1},{pw:.1}");
+        }
+        let _ = write!(ackl, " {xx:.1},{ya:.1}");
+        let _ = write!(win, " {xx:.1},{yw:.1}");
+        last = Some((xx, ya, yw));
+    }
+    if let Some((_, pa, pw)) = last {
+        let _ = write!(ackl, " {:.1},{pa:.1}", width - r);
+        let _ = write!(win, " {:.1},{pw:.1}", width - r);
+    }
+    let _ = write!(
+        h,
+        "<polyline points=\"{win}\" fill=\"none\" stroke=\"#b5a300\" stroke-dasharray=\"4 3\"/>\
+         <polyline points=\"{ackl}\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1.4\"/>"
+    );
+    // Data segments: vertical bars from seq to seq+len, retransmissions in red.
+    for p in &data {
+        let xx = x(p.t);
+        let _ = write!(
+            h,
+            "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"><title>frame {}</title></line>",
+            y(rel(p.seq)),
+            y(rel(p.seq) + f64::from(p.len)).min(y(rel(p.seq)) - 1.5),
+            if p.retx { "#d62728" } else { "#1f77b4" },
+            p.frame
+        );
+    }
+    // Flights: data sent back to back, separated by gaps of a third of a round trip or more.
+    let rtt_ns = f
+        .details
+        .get("rtt_ms")
+        .and_then(|v| v.as_f64())
+        .map(|ms| (ms * 1e6) as i64)
+        .unwrap_or(0);
+    let gap = (rtt_ns / 3).max(1_000_000);
+    let mut flights: Vec<(i64, i64, f64, u32)> = Vec::new();
+    for p in data.iter().filter(|p| !p.retx) {
+        match flights.last_mut() {
+            Some(fl) if p.t - fl.1 < gap => {
+                fl.1 = p.t;
+                fl.2 = fl.2.max(rel(p.seq) + f64::from(p.len));
+                fl.3 += 1;
+            }
+            _ => flights.push((p.t, p.t, rel(p.seq) + f64::from(p.len), 1)),
+        }
+    }
+    if flights.len() > 1 && flights.len() <= 40 {
+        for fl in &flights {
+            let _ = write!(
+                h,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#1f77b4\">{}</text>",
+                (x(fl.0) + x(fl.1)) / 2.0,
+                y(fl.2) - 6.0,
+                fl.3
+            );
+        }
+    }
+    // Evidence frames.
+    let evidence: BTreeSet<u64> = f.frames.iter().copied().collect();
+    for p in pts.iter().filter(|p| evidence.contains(&p.frame)) {
+        let yy = if side(p) == client_sends {
+            y(rel(p.seq) + f64::from(p.len))
+        } else {
+            y(rel(p.ack))
+        };
+        let _ = write!(
+            h,
+            "<circle cx=\"{:.1}\" cy=\"{yy:.1}\" r=\"5\" fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\"><title>evidence frame {}</title></circle>",
+            x(p.t),
+            p.frame
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</g><rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/></svg>",
+        width - l - r,
+        height - b - t
+    );
+    let _ = writeln!(
+        h,
+        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#1f77b4\"></i>data (numbers: segments per flight)</span>\
+         <span><i class=\"sw\" style=\"background:#d62728\"></i>retransmission</span>\
+         <span><i class=\"sw\" style=\"background:#2ca02c\"></i>ACK</span>\
+         <span><i class=\"sw\" style=\"background:#b5a300\"></i>receive window</span>\
+         <span><i class=\"sw\" style=\"border:2px solid #ff7f0e;border-radius:50%\"></i>evidence frame</span>\
+         <span><i class=\"sw\" style=\"background:#f8d8d9\"></i>the finding</span></div>"
+    );
+}
+
+fn trim_num(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
