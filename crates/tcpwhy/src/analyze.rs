@@ -54,10 +54,16 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         ids: Default::default(),
     };
     let mut det = Detectors::new(&args.disable, &mut to);
+    let mut progress = Progress::new(&files, args.quiet);
+    let mut n = 0u64;
     loop {
         match capture.next() {
             Ok(Some(p)) => {
                 analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
+                n += 1;
+                if n % 65_536 == 0 {
+                    progress.tick(n, capture.bytes_read());
+                }
             }
             Ok(None) => break,
             Err(e) => {
@@ -67,6 +73,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         }
         det.check()?;
     }
+    progress.done();
     analyzer.finish(&mut det);
     det.check()?;
     drop(det);
@@ -89,7 +96,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         error: fatal.as_ref().map(|e| e.to_string()),
     };
     printer.summary(&report)?;
-    for w in &warnings {
+    for w in warnings.iter().filter(|_| !args.quiet) {
         eprintln!("tcpwhy: warning: {w}");
     }
     if let Some(e) = fatal {
@@ -111,6 +118,86 @@ fn fail_on(args: &AnalyzeArgs, found: &std::collections::BTreeMap<&'static str, 
     } else {
         eprintln!("tcpwhy: --fail-on: found {}", hit.join(", "));
         ExitCode::from(1)
+    }
+}
+
+/// A progress bar on standard error for inputs that take more than a second, only when standard
+/// error is a terminal and not `--quiet`. Percentages only for uncompressed files (a gzip or
+/// zstd file's decompressed size is unknown).
+struct Progress {
+    on: bool,
+    total: Option<u64>,
+    start: std::time::Instant,
+    last: std::time::Instant,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(files: &[String], quiet: bool) -> Progress {
+        use std::io::IsTerminal;
+        let on = !quiet && io::stderr().is_terminal();
+        let mut total = Some(0u64);
+        for f in files {
+            let size = std::fs::metadata(f)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
+            let mut magic = [0u8; 4];
+            let compressed = File::open(f)
+                .and_then(|mut h| std::io::Read::read_exact(&mut h, &mut magic))
+                .is_ok()
+                && (magic[..2] == [0x1f, 0x8b] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
+            total = match (total, size) {
+                (Some(t), Some(s)) if !compressed => Some(t + s),
+                _ => None,
+            };
+        }
+        let now = std::time::Instant::now();
+        Progress {
+            on,
+            total,
+            start: now,
+            last: now,
+            drawn: false,
+        }
+    }
+
+    fn tick(&mut self, packets: u64, bytes: u64) {
+        if !self.on {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let elapsed = now.duration_since(self.start).as_secs_f64();
+        if elapsed < 1.0 || now.duration_since(self.last).as_millis() < 200 {
+            return;
+        }
+        self.last = now;
+        let rate = packets as f64 / elapsed;
+        let mb = bytes as f64 / 1e6;
+        let line = match self.total {
+            Some(t) if t > 0 => {
+                let frac = (bytes as f64 / t as f64).clamp(0.0, 1.0);
+                let filled = (frac * 30.0) as usize;
+                format!(
+                    "[{}{}] {:>3.0}%  {mb:.0}/{:.0} MB  {:.2} M packets/s",
+                    "#".repeat(filled),
+                    " ".repeat(30 - filled),
+                    frac * 100.0,
+                    t as f64 / 1e6,
+                    rate / 1e6
+                )
+            }
+            _ => format!("{mb:.0} MB read  {:.2} M packets/s", rate / 1e6),
+        };
+        eprint!("\r\x1b[2K{line}");
+        self.drawn = true;
+    }
+
+    fn done(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[2K");
+            self.drawn = false;
+        }
     }
 }
 
@@ -169,7 +256,14 @@ fn printer(
             } else {
                 output::text::DetailSel::None
             };
-            Box::new(output::text::TextPrinter::new(out, args.top, live, sel))
+            let style = if args.output.is_some() {
+                output::text::Style::default()
+            } else {
+                output::text::Style::for_stdout()
+            };
+            Box::new(output::text::TextPrinter::new(
+                out, args.top, live, sel, style,
+            ))
         }
     })
 }

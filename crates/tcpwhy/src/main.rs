@@ -82,6 +82,9 @@ pub struct AnalyzeArgs {
     /// connection ids (repeatable or comma-separated; ids as in the report and the JSON).
     #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
     pub connection: Vec<u64>,
+    /// No progress bar and no warnings on standard error (errors are still reported).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Text: a detailed section for each of the `--top` connections that lost the most time to
     /// findings.
     #[arg(long)]

@@ -56,6 +56,96 @@ pub struct TextPrinter {
     /// Stalls per class: count, summed gap, summed cost.
     stalls: [(u64, i64, i64); 6],
     details: Details,
+    style: Style,
+}
+
+/// How the terminal report looks: colours (only on a terminal, never with NO_COLOR) and the
+/// width tables and long lines must fit (None: a file or pipe, no limit).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Style {
+    pub color: bool,
+    pub width: Option<usize>,
+}
+
+impl Style {
+    /// For standard output: colour and width only when it is a terminal.
+    pub fn for_stdout() -> Style {
+        use std::io::IsTerminal;
+        let tty = io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let width = if tty {
+            terminal_size::terminal_size()
+                .map(|(w, _)| usize::from(w.0))
+                .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+                .filter(|w| *w >= 40)
+                .or(Some(80))
+        } else {
+            None
+        };
+        Style {
+            color: tty && !no_color,
+            width,
+        }
+    }
+
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    fn red(&self, s: &str) -> String {
+        self.paint("1;31", s)
+    }
+    fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+
+    /// `text` after `first` (already written), wrapped to the width with `indent` on the
+    /// following lines.
+    fn wrap(&self, first: usize, text: &str, indent: usize) -> String {
+        let Some(width) = self.width else {
+            return text.to_string();
+        };
+        let mut out = String::new();
+        let mut col = first;
+        for word in text.split(' ') {
+            let w = word.chars().count();
+            if col > indent && col + 1 + w > width {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                col = indent;
+            } else if !out.is_empty() {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(word);
+            col += w;
+        }
+        out
+    }
+}
+
+/// Shorten `s` to `n` characters with an ellipsis in the middle (addresses keep their port).
+fn fit(s: &str, n: usize) -> String {
+    let len = s.chars().count();
+    if len <= n || n < 5 {
+        return s.to_string();
+    }
+    let head = (n - 1) / 2;
+    let tail = n - 1 - head;
+    let chars: Vec<char> = s.chars().collect();
+    let mut o: String = chars[..head].iter().collect();
+    o.push('…');
+    o.extend(&chars[len - tail..]);
+    o
 }
 
 /// Which connections get a detailed section (`--connection ID`, `--details`).
@@ -103,7 +193,13 @@ impl Details {
 }
 
 impl TextPrinter {
-    pub fn new(out: Box<dyn Write>, top: usize, live: bool, sel: DetailSel) -> TextPrinter {
+    pub fn new(
+        out: Box<dyn Write>,
+        top: usize,
+        live: bool,
+        sel: DetailSel,
+        style: Style,
+    ) -> TextPrinter {
         TextPrinter {
             causes: Default::default(),
             exchanges: 0,
@@ -125,6 +221,7 @@ impl TextPrinter {
                 sel,
                 ..Default::default()
             },
+            style,
         }
     }
 }
@@ -150,32 +247,51 @@ fn fmt_bytes(b: u64) -> String {
 
 impl TextPrinter {
     fn causes_report(&mut self) -> io::Result<()> {
+        let st = self.style;
         let mut causes: Vec<(&'static str, Cause)> =
             std::mem::take(&mut self.causes).into_iter().collect();
         if causes.is_empty() {
-            return writeln!(self.out, "No latency cause found.\n");
+            return writeln!(self.out, "{}\n", st.green("No latency cause found."));
         }
         causes.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
-        writeln!(self.out, "Causes, ranked by time lost:")?;
+        writeln!(self.out, "{}", st.bold("Causes, ranked by time lost:"))?;
         for (i, (id, c)) in causes.iter().enumerate() {
-            writeln!(
-                self.out,
-                "{:>2}. {id}: {} lost in {} finding{} on {} connection{}",
-                i + 1,
-                fmt_ms(c.cost_ns),
+            let cost = fmt_ms(c.cost_ns);
+            let plain_lead = format!("{:>2}. {id}: {cost} ", i + 1);
+            let rest = format!(
+                "lost in {} finding{} on {} connection{}",
                 c.count,
                 if c.count == 1 { "" } else { "s" },
                 c.connections.len(),
                 if c.connections.len() == 1 { "" } else { "s" },
+            );
+            writeln!(
+                self.out,
+                "{:>2}. {}: {} {}",
+                i + 1,
+                st.red(id),
+                st.bold(&cost),
+                st.wrap(plain_lead.chars().count(), &rest, 4)
             )?;
             if let Some(f) = &c.example {
+                let lead = format!("    e.g. connection {}: ", f.connection);
                 writeln!(
                     self.out,
-                    "    e.g. connection {}: {}",
-                    f.connection, f.explanation
+                    "{lead}{}",
+                    st.wrap(lead.chars().count(), &f.explanation, 4)
                 )?;
-                writeln!(self.out, "    fix: {}", f.fix)?;
-                writeln!(self.out, "    evidence: {}", f.wireshark_filter())?;
+                writeln!(
+                    self.out,
+                    "    {} {}",
+                    st.green("fix:"),
+                    st.wrap(9, &f.fix, 9)
+                )?;
+                writeln!(
+                    self.out,
+                    "    {} {}",
+                    st.dim("evidence:"),
+                    st.wrap(14, &f.wireshark_filter(), 14)
+                )?;
             }
         }
         writeln!(self.out)
@@ -222,6 +338,101 @@ impl TextPrinter {
             shown.join(", ")
         )
     }
+}
+
+/// The slowest-connections table, fitted to `width`: optional columns go first (handshake
+/// RTT, retransmissions, packets, bytes, close), then the address column is shortened.
+fn slowest_table(rows: &[Reverse<Row>], width: Option<usize>) -> Vec<String> {
+    // (header, right-aligned, optional: dropped in this order when too wide)
+    let heads: [(&str, bool, u8); 9] = [
+        ("id", true, 0),
+        ("client -> server", false, 0),
+        ("duration", true, 0),
+        ("pkts", true, 3),
+        ("c->s", true, 4),
+        ("s->c", true, 4),
+        ("retr", true, 2),
+        ("hs rtt", true, 1),
+        ("close", false, 5),
+    ];
+    let cells: Vec<[String; 9]> = rows
+        .iter()
+        .map(|Reverse(r)| {
+            [
+                r.id.to_string(),
+                format!("{} -> {}", r.client, r.server),
+                fmt_ms(r.duration_ns),
+                r.packets.to_string(),
+                fmt_bytes(r.c2s),
+                fmt_bytes(r.s2c),
+                r.retrans.to_string(),
+                r.hs_rtt_ns.map(fmt_ms).unwrap_or_else(|| "-".into()),
+                r.close.clone(),
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = (0..heads.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| c[i].chars().count())
+                .chain(std::iter::once(heads[i].0.len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut shown: Vec<bool> = vec![true; heads.len()];
+    let total = |shown: &[bool], widths: &[usize]| -> usize {
+        shown
+            .iter()
+            .zip(widths)
+            .filter(|(s, _)| **s)
+            .map(|(_, w)| w + 2)
+            .sum::<usize>()
+    };
+    if let Some(limit) = width {
+        for level in 1..=5u8 {
+            if total(&shown, &widths) <= limit {
+                break;
+            }
+            for (i, h) in heads.iter().enumerate() {
+                if h.2 == level {
+                    shown[i] = false;
+                }
+            }
+        }
+        let over = total(&shown, &widths).saturating_sub(limit);
+        if over > 0 {
+            widths[1] = widths[1].saturating_sub(over).max(20);
+        }
+    }
+    let line = |vals: [&str; 9]| -> String {
+        let mut l = String::new();
+        for i in (0..heads.len()).filter(|&i| shown[i]) {
+            let v = if i == 1 {
+                fit(vals[i], widths[i])
+            } else {
+                vals[i].to_string()
+            };
+            let pad = widths[i].saturating_sub(v.chars().count());
+            if heads[i].1 {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(&v);
+            } else {
+                l.push_str(&v);
+                l.push_str(&" ".repeat(pad));
+            }
+            l.push_str("  ");
+        }
+        l.trim_end().to_string()
+    };
+    let mut out = vec![line(heads.map(|h| h.0))];
+    for c in &cells {
+        out.push(line([
+            &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7], &c[8],
+        ]));
+    }
+    out
 }
 
 impl TextPrinter {
@@ -581,27 +792,14 @@ impl Printer for TextPrinter {
         let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
         if !rows.is_empty() {
             writeln!(o)?;
-            writeln!(o, "Slowest connections (by duration):")?;
             writeln!(
                 o,
-                "{:>6}  {:<45} {:>10} {:>6} {:>9} {:>9} {:>5} {:>9}  close",
-                "id", "client -> server", "duration", "pkts", "c->s", "s->c", "retr", "hs rtt"
+                "{}",
+                self.style.bold("Slowest connections (by duration):")
             )?;
-            for Reverse(row) in rows {
-                let hs = row.hs_rtt_ns.map(fmt_ms).unwrap_or_else(|| "-".into());
-                writeln!(
-                    o,
-                    "{:>6}  {:<45} {:>10} {:>6} {:>9} {:>9} {:>5} {:>9}  {}",
-                    row.id,
-                    format!("{} -> {}", row.client, row.server),
-                    fmt_ms(row.duration_ns),
-                    row.packets,
-                    fmt_bytes(row.c2s),
-                    fmt_bytes(row.s2c),
-                    row.retrans,
-                    hs,
-                    row.close
-                )?;
+            let table = slowest_table(&rows, self.style.width);
+            for line in table {
+                writeln!(o, "{line}")?;
             }
         }
         let details = std::mem::take(&mut self.details.done);

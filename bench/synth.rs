@@ -1,0 +1,151 @@
+//! A deterministic synthetic capture for the scaling benchmarks: N short request/response
+//! connections (10 packets each: handshake, a 100-byte request, its ACK, a 1000-byte response,
+//! its ACK, FIN, FIN, ACK), `--open` of them interleaved at any time, 10 us apart, on
+//! distinct 4-tuples (10.<a>.<b>.<c> clients, one server). Headers only (snaplen 96), pcap,
+//! Ethernet, microseconds. No randomness: the same arguments give the same bytes.
+//!
+//!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap
+
+use std::io::{self, BufWriter, Write};
+
+fn csum(data: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in data.chunks(2) {
+        let v = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from(c[0]) << 8
+        };
+        s += u32::from(v);
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+struct Pkt {
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    len: u16,
+}
+
+fn write_pkt(w: &mut impl Write, ts_us: u64, p: &Pkt) -> io::Result<()> {
+    let mut f = [0u8; 54];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = 20 + 20 + p.len;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[20] = 0x40; // DF
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&p.src);
+    f[30..34].copy_from_slice(&p.dst);
+    let c = csum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[34..36].copy_from_slice(&p.sport.to_be_bytes());
+    f[36..38].copy_from_slice(&p.dport.to_be_bytes());
+    f[38..42].copy_from_slice(&p.seq.to_be_bytes());
+    f[42..46].copy_from_slice(&p.ack.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = p.flags;
+    f[48..50].copy_from_slice(&64240u16.to_be_bytes());
+    let caplen = 54u32;
+    let orig = 14 + u32::from(ip_len);
+    w.write_all(&((ts_us / 1_000_000) as u32).to_le_bytes())?;
+    w.write_all(&((ts_us % 1_000_000) as u32).to_le_bytes())?;
+    w.write_all(&caplen.to_le_bytes())?;
+    w.write_all(&orig.to_le_bytes())?;
+    w.write_all(&f)
+}
+
+fn main() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: synth CONNECTIONS OPEN OUT.pcap");
+        std::process::exit(2);
+    }
+    let n: u64 = args[1].parse().expect("CONNECTIONS");
+    let open: u64 = args[2].parse::<u64>().expect("OPEN").max(1);
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&args[3])?);
+    w.write_all(&0xa1b2c3d4u32.to_le_bytes())?;
+    w.write_all(&2u16.to_le_bytes())?;
+    w.write_all(&4u16.to_le_bytes())?;
+    w.write_all(&[0u8; 8])?;
+    w.write_all(&96u32.to_le_bytes())?;
+    w.write_all(&1u32.to_le_bytes())?;
+    const STEPS: u64 = 10;
+    let server = [10, 255, 0, 1];
+    // Connection k starts at slot k; in each slot, every open connection sends its next
+    // packet: `open` connections overlap, packets 10 us apart.
+    let t0: u64 = 1_700_000_000_000_000;
+    let mut ts = t0;
+    let total_slots = n + STEPS * open;
+    for slot in 0..total_slots {
+        // connections active in this slot: those with start <= slot < start + STEPS*open,
+        // stepping once every `open` slots.
+        let lo = slot.saturating_sub(STEPS * open - 1);
+        let hi = slot.min(n.saturating_sub(1));
+        if lo > hi {
+            continue;
+        }
+        for k in lo..=hi {
+            let age = slot - k;
+            if age % open != 0 {
+                continue;
+            }
+            let step = age / open;
+            if step >= STEPS {
+                continue;
+            }
+            let client = [10, (k >> 16) as u8, (k >> 8) as u8, k as u8];
+            let cport = 1024 + (k % 60000) as u16;
+            let (ci, si) = (
+                1000u32.wrapping_add(k as u32 * 7),
+                5000u32.wrapping_add(k as u32 * 13),
+            );
+            let c2s = |seq, ack, flags, len| Pkt {
+                src: client,
+                dst: server,
+                sport: cport,
+                dport: 80,
+                seq,
+                ack,
+                flags,
+                len,
+            };
+            let s2c = |seq, ack, flags, len| Pkt {
+                src: server,
+                dst: client,
+                sport: 80,
+                dport: cport,
+                seq,
+                ack,
+                flags,
+                len,
+            };
+            let p = match step {
+                0 => c2s(ci, 0, 0x02, 0),
+                1 => s2c(si, ci + 1, 0x12, 0),
+                2 => c2s(ci + 1, si + 1, 0x10, 0),
+                3 => c2s(ci + 1, si + 1, 0x18, 100),
+                4 => s2c(si + 1, ci + 101, 0x10, 0),
+                5 => s2c(si + 1, ci + 101, 0x18, 1000),
+                6 => c2s(ci + 101, si + 1001, 0x10, 0),
+                7 => c2s(ci + 101, si + 1001, 0x11, 0),
+                8 => s2c(si + 1001, ci + 102, 0x11, 0),
+                _ => c2s(ci + 102, si + 1002, 0x10, 0),
+            };
+            ts += 10;
+            write_pkt(&mut w, ts, &p)?;
+        }
+    }
+    w.flush()
+}

@@ -1,0 +1,120 @@
+//! The terminal report: colours only on a terminal and never with NO_COLOR, tables that fit
+//! the terminal's width, `--quiet`. A terminal is made with util-linux `script` (a pty).
+
+mod common;
+use common::{fixture, lab_fixture, tcpwhy};
+use std::process::Command;
+
+/// Run `tcpwhy ARGS` on a pty of `cols` columns; its output (CR LF turned into LF).
+fn on_a_terminal(args: &str, cols: u32, env: &[(&str, &str)]) -> Option<String> {
+    let bin = env!("CARGO_BIN_EXE_tcpwhy");
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("stty rows 50 cols {cols}; {bin} {args}"),
+        "/dev/null",
+    ]);
+    cmd.env_remove("NO_COLOR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"))
+}
+
+#[test]
+fn colours_only_on_a_terminal_and_never_with_no_color() {
+    let f = lab_fixture("stale-syn-timewait-broken.pcap.gz");
+    let piped = tcpwhy(&["analyze", &f]);
+    assert!(
+        !piped.stdout.contains(&0x1b),
+        "escape codes in piped output"
+    );
+    let Some(tty) = on_a_terminal(&format!("analyze {f}"), 120, &[]) else {
+        eprintln!("skipped: util-linux script is not available");
+        return;
+    };
+    assert!(tty.contains("\x1b[1;31msyn-stale-state\x1b[0m"), "{tty}");
+    let plain = on_a_terminal(&format!("analyze {f}"), 120, &[("NO_COLOR", "1")]).unwrap();
+    assert!(!plain.contains('\x1b'), "{plain}");
+    assert!(plain.contains("syn-stale-state"));
+    // -o FILE is never coloured either.
+    let dir = std::env::temp_dir().join(format!("tcpwhy-term-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("r.txt");
+    on_a_terminal(&format!("analyze -o {} {f}", out.display()), 120, &[]).unwrap();
+    assert!(!std::fs::read_to_string(&out).unwrap().contains('\x1b'));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn tables_and_long_lines_fit_the_terminal_width() {
+    let f = fixture("veth-mixed.pcap");
+    // Piped: the full table, as wide as it needs (107 columns here).
+    let piped = String::from_utf8(tcpwhy(&["analyze", &f]).stdout).unwrap();
+    let table: Vec<&str> = piped
+        .lines()
+        .skip_while(|l| !l.starts_with("Slowest connections"))
+        .skip(1)
+        .collect();
+    assert!(
+        table[0].contains("hs rtt") && table[0].contains("retr"),
+        "{piped}"
+    );
+    assert!(table.iter().any(|l| l.chars().count() > 72));
+    let Some(tty) = on_a_terminal(&format!("analyze {f}"), 72, &[("NO_COLOR", "1")]) else {
+        eprintln!("skipped: util-linux script is not available");
+        return;
+    };
+    let table: Vec<&str> = tty
+        .lines()
+        .skip_while(|l| !l.starts_with("Slowest connections"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(table.len() > 3, "{tty}");
+    for l in &table {
+        assert!(
+            l.chars().count() <= 72,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    // Every connection keeps its id, addresses and duration.
+    assert!(
+        table[0].starts_with(" id  client -> server") || table[0].starts_with("id  client"),
+        "{}",
+        table[0]
+    );
+    assert!(table[1..]
+        .iter()
+        .all(|l| l.contains(" -> ") && l.contains(" ms")));
+    // The explanation and fix of a cause are wrapped to the width too.
+    let f = lab_fixture("stale-syn-timewait-broken.pcap.gz");
+    let tty = on_a_terminal(&format!("analyze {f}"), 60, &[("NO_COLOR", "1")]).unwrap();
+    let causes: Vec<&str> = tty.lines().take_while(|l| !l.is_empty()).collect();
+    assert!(causes.len() > 5, "{tty}");
+    for l in &causes {
+        assert!(l.chars().count() <= 60, "{l}");
+    }
+}
+
+#[test]
+fn quiet_silences_warnings_but_not_errors() {
+    let f = fixture("truncated-last-record.pcap");
+    let loud = tcpwhy(&["analyze", &f]);
+    assert!(String::from_utf8_lossy(&loud.stderr).contains("warning"));
+    let quiet = tcpwhy(&["analyze", "--quiet", &f]);
+    assert_eq!(quiet.status.code(), loud.status.code());
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let bad = tcpwhy(&["analyze", "--quiet", &fixture("bad-magic.pcap")]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("bad-magic.pcap"));
+}
