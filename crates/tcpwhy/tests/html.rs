@@ -63,11 +63,14 @@ fn every_finding_has_its_graph_and_the_same_findings_as_json() {
             findings.len(),
             "{name}"
         );
-        assert_eq!(
-            html.matches("<svg class=\"graph ").count(),
-            findings.len(),
-            "{name}: a graph per finding"
-        );
+        // A graph in every finding's section (slow start after idle: one per restarted burst).
+        for section in html.split("<section class=\"finding\"").skip(1) {
+            let section = &section[..section.find("</section>").unwrap()];
+            assert!(
+                section.contains("<svg class=\"graph "),
+                "{name}: no graph in {section}"
+            );
+        }
         for f in &findings {
             // The same evidence filter and explanation as the JSON record (escaped).
             let filter = f["wireshark_filter"].as_str().unwrap();
@@ -87,8 +90,8 @@ fn every_finding_has_its_graph_and_the_same_findings_as_json() {
 #[test]
 fn slow_start_graph_shows_the_flights_and_stale_syn_the_ladder() {
     let dir = tmpdir("pictures");
-    // The restarted burst after 3 s idle: flights of 10, 20, 40, 80, 160, 320 segments
-    // (fixtures/lab/README.md, read off with tshark), labelled on the graph.
+    // Both restarted bursts after 3 s idle: flights of 10, 20, 40, 80, 160, 320 segments
+    // (fixtures/lab/README.md, read off with tshark), labelled on the graph, one panel each.
     let html = html_of(
         &lab_fixture("slow-start-after-idle-broken.pcap.gz"),
         &dir.join("s.html"),
@@ -100,10 +103,15 @@ fn slow_start_graph_shows_the_flights_and_stale_syn_the_ladder() {
             &rest[..rest.find('<').unwrap()]
         })
         .collect();
-    assert!(
-        labels.starts_with(&["10", "20", "40", "80", "160", "320"]),
+    let burst = ["10", "20", "40", "80", "160", "320"];
+    assert!(labels.starts_with(&burst), "{labels:?}");
+    assert_eq!(html.matches("<svg class=\"graph tsg\"").count(), 2);
+    assert_eq!(
+        labels.iter().filter(|l| **l == "320").count(),
+        2,
         "{labels:?}"
     );
+    assert_eq!(html.matches("3051 ms idle before").count(), 2);
     // The stale-state exchange: SYN, ACK with old numbers, RST, the same SYN, SYN-ACK (frames
     // 1341-1345, hand-checked with tshark), in this order on the ladder.
     let html = html_of(

@@ -208,6 +208,13 @@ impl Detector for SlowStartRestart {
                 "extra_round_trips_total": st.total_extra_rounds,
                 "idle_ms": ms_f(b.idle_ns),
                 "rtt_ms": ms_f(rtt),
+                "restarts": st.restarts.iter().map(|(r, need)| json!({
+                    "start_ns": r.first.map(|a| a.ts_ns),
+                    "frame": r.first.map(|a| a.frame),
+                    "idle_ms": ms_f(r.idle_ns),
+                    "flights": r.flights,
+                    "round_trips_with_earlier_window": need,
+                })).collect::<Vec<_>>(),
             });
             out.push(f);
         }

@@ -236,9 +236,9 @@ impl Printer for HtmlPrinter {
         let mut order: Vec<usize> = (0..self.findings.len()).collect();
         order.sort_by_key(|&i| (Reverse(self.findings[i].cost_ns), i));
         order.truncate(MAX_GRAPHS);
-        let windows: Vec<(usize, Window)> = order
+        let windows: Vec<(usize, Windows)> = order
             .iter()
-            .map(|&i| (i, Window::of(&self.findings[i])))
+            .map(|&i| (i, Windows::of(&self.findings[i])))
             .collect();
         let (points, second_pass_error) = if windows.is_empty() {
             (HashMap::new(), None)
@@ -252,39 +252,71 @@ impl Printer for HtmlPrinter {
 }
 
 /// The part of a connection a finding's graph shows.
-#[derive(Clone, Copy, Debug)]
-struct Window {
+/// Graphs of one finding: usually one, one per restarted burst for slow start after idle.
+#[derive(Clone, Debug)]
+struct Windows {
     connection: u64,
-    from_ns: i64,
-    to_ns: i64,
+    ranges: Vec<Window>,
 }
 
-impl Window {
-    fn of(f: &Finding) -> Window {
+/// Panels per finding at most.
+const MAX_PANELS: usize = 4;
+
+impl Windows {
+    fn of(f: &Finding) -> Windows {
         let rtt = f
             .details
             .get("rtt_ms")
             .and_then(|v| v.as_f64())
             .map_or(0, |ms| (ms * 1e6) as i64);
+        let mut ranges = Vec::new();
+        if f.id == "slow-start-restart" && rtt > 0 {
+            // Each restarted burst, flight by flight, with the end of the idle gap before it.
+            let restarts = f.details.get("restarts").and_then(|v| v.as_array());
+            for r in restarts.into_iter().flatten().take(MAX_PANELS) {
+                let (Some(start), Some(flights)) = (
+                    r.get("start_ns").and_then(|v| v.as_i64()),
+                    r.get("flights").and_then(|v| v.as_array()),
+                ) else {
+                    continue;
+                };
+                let idle = r.get("idle_ms").and_then(|v| v.as_f64()).unwrap_or(0.0);
+                ranges.push(Window {
+                    from_ns: start - 2 * rtt,
+                    to_ns: start + (flights.len() as i64 + 2) * rtt,
+                    idle_ms: Some(idle),
+                });
+            }
+        }
+        if ranges.is_empty() {
+            ranges.push(Window::of(f, rtt));
+        }
+        Windows {
+            connection: f.connection,
+            ranges,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    from_ns: i64,
+    to_ns: i64,
+    /// The idle gap that ended at the start of this window's burst.
+    idle_ms: Option<f64>,
+}
+
+impl Window {
+    fn of(f: &Finding, rtt: i64) -> Window {
         let span = (f.end_ns - f.start_ns).max(0);
         let margin = (span / 5).max(3 * rtt).max(2_000_000);
-        let (mut from, mut to) = (f.start_ns - margin, f.end_ns + margin);
-        // Slow start after idle: the restarted burst, flight by flight.
-        if let (Some(rounds), true) = (
-            f.details.get("round_trips").and_then(|v| v.as_u64()),
-            f.id == "slow-start-restart" && rtt > 0,
-        ) {
-            from = f.start_ns - 2 * rtt;
-            to = f.start_ns + (rounds as i64 + 2) * rtt;
-        }
+        let from = f.start_ns - margin;
         // Never more than a minute: the packets around the start of the finding.
-        if to - from > 60_000_000_000 {
-            to = from + 60_000_000_000;
-        }
+        let to = (f.end_ns + margin).min(from + 60_000_000_000);
         Window {
-            connection: f.connection,
             from_ns: from,
             to_ns: to,
+            idle_ms: None,
         }
     }
 }
@@ -343,14 +375,13 @@ impl Sink for Recorder<'_> {
 fn collect(
     files: &[String],
     cfg: &Config,
-    windows: &[(usize, Window)],
+    windows: &[(usize, Windows)],
 ) -> (HashMap<u64, Vec<Pt>>, Option<String>) {
     let mut points = HashMap::new();
     let mut want: HashMap<u64, Vec<(i64, i64)>> = HashMap::new();
     for (_, w) in windows {
-        want.entry(w.connection)
-            .or_default()
-            .push((w.from_ns, w.to_ns));
+        let ranges = want.entry(w.connection).or_default();
+        ranges.extend(w.ranges.iter().map(|r| (r.from_ns, r.to_ns)));
     }
     let mut capture = match Capture::open(files) {
         Ok(c) => c,
@@ -427,7 +458,7 @@ impl HtmlPrinter {
     fn render(
         &mut self,
         r: &Report<'_>,
-        windows: &[(usize, Window)],
+        windows: &[(usize, Windows)],
         points: &HashMap<u64, Vec<Pt>>,
         second_pass_error: Option<String>,
     ) -> String {
@@ -540,7 +571,7 @@ impl HtmlPrinter {
     fn render_findings(
         &self,
         h: &mut String,
-        windows: &[(usize, Window)],
+        windows: &[(usize, Windows)],
         points: &HashMap<u64, Vec<Pt>>,
         second_pass_error: Option<&str>,
     ) {
@@ -569,7 +600,7 @@ impl HtmlPrinter {
                 self.more_findings
             );
         }
-        let graph_of: HashMap<usize, Window> = windows.iter().copied().collect();
+        let graph_of: HashMap<usize, &Windows> = windows.iter().map(|(i, w)| (*i, w)).collect();
         // Grouped by cause (in the ranking's order), then by time.
         let mut ranked: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
         ranked.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
@@ -600,7 +631,7 @@ impl HtmlPrinter {
                     esc(&f.fix),
                     esc(&f.wireshark_filter()),
                 );
-                if let Some(w) = graph_of.get(&i) {
+                for w in graph_of.get(&i).map(|w| &w.ranges[..]).unwrap_or(&[]) {
                     let pts: Vec<Pt> = points
                         .get(&f.connection)
                         .map(|v| {
@@ -940,7 +971,7 @@ fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt]) {
     let (width, height, l, r, t, b) = (1000.0, 380.0, 70.0, 20.0, 24.0, 40.0);
     let x = |ts: i64| l + (ts - t0) as f64 / (t1 - t0) as f64 * (width - l - r);
     let y = |v: f64| height - b - (v - ymin) / (ymax - ymin).max(1.0) * (height - b - t);
-    let clip = format!("clip-{}-{}", f.connection, f.start_ns);
+    let clip = format!("clip-{}-{}-{}", f.connection, f.start_ns, w.from_ns);
     let _ = write!(
         h,
         "<svg class=\"graph tsg\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"time-sequence graph\">\
@@ -960,11 +991,11 @@ fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt]) {
         );
     }
     // An idle gap before the finding (slow start after idle): say how long, at its end.
-    if let Some(idle) = f.details.get("idle_ms").and_then(|v| v.as_f64()) {
+    if let Some(idle) = w.idle_ms {
         let _ = write!(
             h,
             "<text x=\"{:.1}\" y=\"{}\" fill=\"#b8323a\">&#8592; {} idle before</text>",
-            x(f.start_ns.max(t0)) + 4.0,
+            x(t0) + 4.0,
             t + 14.0,
             fmt_ms((idle * 1e6) as i64)
         );
