@@ -200,6 +200,10 @@ pub struct Connection {
     pub end_reason: EndReason,
     /// When FIN both ways or an RST was seen (cleared if the connection carries on).
     pub closed_at: Option<i64>,
+    /// The tracker's table slot while the connection is tracked: dense and reused after the
+    /// connection is finished, so per-connection state elsewhere (the detectors') can live in
+    /// arrays indexed by it instead of hash maps. Together with `id` it names the connection.
+    pub slot: u32,
 }
 
 impl Connection {
@@ -221,6 +225,7 @@ impl Connection {
             prev: None,
             end_reason: EndReason::CaptureEnd,
             closed_at: None,
+            slot: 0,
         }
     }
 

@@ -9,7 +9,8 @@
 use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
 use crate::endpoint::At;
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::net::IpAddr;
 use tcpwhy_wire::TcpSegment;
 
@@ -88,7 +89,7 @@ impl FlowKey {
 }
 
 /// An entry in a deadline queue; stale when the slot now holds another connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Timer {
     deadline: i64,
     slot: u32,
@@ -115,8 +116,10 @@ pub struct Tracker {
     slots: Vec<Option<Connection>>,
     free: Vec<u32>,
     open: usize,
-    idle_q: VecDeque<Timer>,
-    close_q: VecDeque<Timer>,
+    /// Min-heaps by deadline: a timer pushed again after later activity must not wait behind
+    /// every timer queued since (with FIFO queues a closed connection lingered twice as long).
+    idle_q: BinaryHeap<Reverse<Timer>>,
+    close_q: BinaryHeap<Reverse<Timer>>,
     history: FxHashMap<FlowKey, History>,
     history_q: VecDeque<(i64, FlowKey, u64)>,
     next_id: u64,
@@ -159,8 +162,8 @@ impl Tracker {
             slots: Vec::new(),
             free: Vec::new(),
             open: 0,
-            idle_q: VecDeque::new(),
-            close_q: VecDeque::new(),
+            idle_q: BinaryHeap::new(),
+            close_q: BinaryHeap::new(),
             history: FxHashMap::default(),
             history_q: VecDeque::new(),
             next_id: 1,
@@ -174,6 +177,14 @@ impl Tracker {
     }
 
     /// Connections currently tracked.
+    /// The slots of the connections tracked now (each connection's `slot`), for tests.
+    pub fn live_slots(&self) -> Vec<u32> {
+        self.slots
+            .iter()
+            .filter_map(|c| c.as_ref().map(|c| c.slot))
+            .collect()
+    }
+
     pub fn open_connections(&self) -> usize {
         self.open
     }
@@ -263,24 +274,23 @@ impl Tracker {
             conn.prev = Some(p);
         }
         let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(conn);
-                s
-            }
+            Some(s) => s,
             None => {
-                self.slots.push(Some(conn));
+                self.slots.push(None);
                 (self.slots.len() - 1) as u32
             }
         };
+        conn.slot = slot;
+        self.slots[slot as usize] = Some(conn);
         self.map.insert(key, slot);
         self.open += 1;
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
-        self.idle_q.push_back(Timer {
+        self.idle_q.push(Reverse(Timer {
             deadline: at.ts_ns + self.cfg.idle_timeout_ns,
             slot,
             id,
-        });
+        }));
         slot
     }
 
@@ -373,11 +383,11 @@ impl Tracker {
             || (c.client.fin.is_some() && c.server.fin.is_some());
         if closed && c.closed_at.is_none() {
             c.closed_at = Some(at.ts_ns);
-            self.close_q.push_back(Timer {
+            self.close_q.push(Reverse(Timer {
                 deadline: at.ts_ns + self.cfg.closed_linger_ns,
                 slot,
                 id: c.id,
-            });
+            }));
         } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
             // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
             c.closed_at = None;
@@ -397,11 +407,11 @@ impl Tracker {
     /// Finish connections whose timers ran out at `self.now`.
     fn expire(&mut self, sink: &mut dyn Sink) {
         let now = self.now;
-        while let Some(t) = self.close_q.front().copied() {
+        while let Some(&Reverse(t)) = self.close_q.peek() {
             if t.deadline > now {
                 break;
             }
-            self.close_q.pop_front();
+            self.close_q.pop();
             // Still closed (a SYN may have revived it), and quiet for the linger time?
             let Some(c) = self.live(&t).filter(|c| c.closed_at.is_some()) else {
                 continue;
@@ -410,20 +420,20 @@ impl Tracker {
             if deadline <= now {
                 self.finish(t.slot, EndReason::Closed, sink);
             } else {
-                self.close_q.push_back(Timer { deadline, ..t });
+                self.close_q.push(Reverse(Timer { deadline, ..t }));
             }
         }
-        while let Some(t) = self.idle_q.front().copied() {
+        while let Some(&Reverse(t)) = self.idle_q.peek() {
             if t.deadline > now {
                 break;
             }
-            self.idle_q.pop_front();
+            self.idle_q.pop();
             let Some(c) = self.live(&t) else { continue };
             let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
             if deadline <= now {
                 self.finish(t.slot, EndReason::IdleTimeout, sink);
             } else {
-                self.idle_q.push_back(Timer { deadline, ..t });
+                self.idle_q.push(Reverse(Timer { deadline, ..t }));
             }
         }
         while let Some(&(deadline, key, id)) = self.history_q.front() {
@@ -443,19 +453,19 @@ impl Tracker {
     fn evict_one(&mut self, sink: &mut dyn Sink) {
         // A closed connection lingering for late packets goes first: it is done anyway, so
         // finishing it early is not an eviction.
-        while let Some(t) = self.close_q.pop_front() {
+        while let Some(Reverse(t)) = self.close_q.pop() {
             if self.live(&t).is_some_and(|c| c.closed_at.is_some()) {
                 self.finish(t.slot, EndReason::Closed, sink);
                 return;
             }
         }
         let mut scanned = 0;
-        while let Some(t) = self.idle_q.pop_front() {
+        while let Some(Reverse(t)) = self.idle_q.pop() {
             let Some(c) = self.live(&t) else { continue };
             let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
             if deadline > t.deadline && scanned < EVICT_SCAN {
                 scanned += 1;
-                self.idle_q.push_back(Timer { deadline, ..t });
+                self.idle_q.push(Reverse(Timer { deadline, ..t }));
                 continue;
             }
             self.stats.evicted += 1;

@@ -30,6 +30,41 @@ impl Run {
             frame: 0,
         }
     }
+    /// One segment between any two ends.
+    #[allow(clippy::too_many_arguments)]
+    fn seg_between(
+        &mut self,
+        ms: i64,
+        from: (IpAddr, u16),
+        to: (IpAddr, u16),
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        len: u32,
+    ) {
+        let s = TcpSegment {
+            src: from.0,
+            dst: to.0,
+            src_port: from.1,
+            dst_port: to.1,
+            seq: Seq(seq),
+            ack: Seq(ack),
+            flags: TcpFlags(flags),
+            window: 1000,
+            payload_len: len,
+            options: TcpOptions::default(),
+            ip_id: 0,
+            first_fragment: false,
+        };
+        self.frame += 1;
+        let at = At {
+            frame: self.frame,
+            ts_ns: ms * MS,
+        };
+        let done = &mut self.done;
+        self.t
+            .segment(&s, at, 54 + len, &mut |c: &Connection| done.push(c.clone()));
+    }
     /// One segment from `from` at `ms` milliseconds.
     fn seg(&mut self, ms: i64, from: (IpAddr, u16), flags: u8, seq: u32, ack: u32, len: u32) {
         self.seg_opts(ms, from, flags, seq, ack, len, TcpOptions::default());
@@ -413,4 +448,66 @@ fn a_full_table_finishes_closed_connections_before_evicting_open_ones() {
     assert_eq!(r.done.len(), 1);
     assert_eq!(r.done[0].end_reason, EndReason::Closed);
     assert_eq!(r.t.open_connections(), 2);
+}
+
+#[test]
+fn a_connection_closed_by_fins_is_finished_after_the_linger() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, FIN | ACK, 1001, 9001, 0);
+    r.seg(3, S, FIN | ACK, 9001, 1002, 0);
+    r.seg(4, C, ACK, 1002, 9002, 0);
+    // Capture time moves on 11 s (another tuple): the closed connection has lingered 10 s.
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(11_000, other, SYN, 1, 0, 0);
+    assert_eq!(r.done.len(), 1, "finished before the end of the capture");
+    assert_eq!(r.done[0].end_reason, EndReason::Closed);
+}
+
+#[test]
+fn linger_ends_on_time_even_behind_later_timers() {
+    // A closes at 3 ms and sees a last ACK at 4 ms (its timer is pushed again at 10.003 s);
+    // B closes at 5 s (its timer was queued before A's second one). At 10.5 s A has lingered
+    // 10 s and must be finished although B is not due yet (a FIFO queue kept A until 15 s).
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, FIN | ACK, 1001, 9001, 0);
+    r.seg(3, S, FIN | ACK, 9001, 1002, 0);
+    r.seg(4, C, ACK, 1002, 9002, 0);
+    let b = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), 40009);
+    r.seg_between(4_000, b, S, SYN, 50, 0, 0);
+    r.seg_between(4_001, S, b, SYN | ACK, 700, 51, 0);
+    r.seg_between(4_002, b, S, FIN | ACK, 51, 701, 0);
+    r.seg_between(5_000, S, b, FIN | ACK, 701, 52, 0);
+    r.seg_between(10_003, b, S, ACK, 52, 702, 0); // A's second timer is due at 10.004 s
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(10_500, other, SYN, 1, 0, 0);
+    assert_eq!(
+        r.done.len(),
+        1,
+        "A finished after its 10 s linger, B still lingering"
+    );
+    assert_eq!(r.done[0].client.port, C.1);
+}
+
+#[test]
+fn every_tracked_connection_has_its_own_slot() {
+    // Detectors index their state by `Connection::slot`: two connections alive at once must
+    // never share one, and a finished connection's slot is reused.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    let b = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), 40009);
+    r.seg_between(5, b, S, SYN, 50, 0, 0);
+    let slots: Vec<u32> = r.t.live_slots();
+    assert_eq!(slots.len(), 2);
+    assert_ne!(slots[0], slots[1]);
+    r.seg(6, C, RST, 1001, 0, 0);
+    r.seg_between(7, b, S, RST, 51, 0, 0);
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(20_000, other, SYN, 1, 0, 0); // A and B are finished by now, their slots free
+    assert_eq!(r.done.len(), 2);
+    assert!(
+        r.done.iter().any(|c| c.slot == r.t.live_slots()[0]),
+        "a freed slot is reused"
+    );
 }

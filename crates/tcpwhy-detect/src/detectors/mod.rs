@@ -17,7 +17,6 @@ mod syn_unanswered;
 mod zero_window;
 
 use crate::Detector;
-use rustc_hash::FxHashMap;
 use tcpwhy_track::{Connection, Side};
 
 pub fn all() -> Vec<Box<dyn Detector>> {
@@ -38,26 +37,56 @@ pub fn all() -> Vec<Box<dyn Detector>> {
     ]
 }
 
-/// Per-connection (and per-direction) state a detector keeps while a connection is open.
+/// Per-connection (and per-direction) state a detector keeps while a connection is open: an
+/// array indexed by the tracker's slot (dense, reused after a connection is finished), two
+/// entries per slot, each tagged with the connection id it belongs to. No hashing per packet,
+/// and memory bounded by the tracker's table.
 #[derive(Debug)]
 pub(crate) struct PerConn<T> {
-    map: FxHashMap<(u64, bool), T>,
+    slab: Vec<Entry<T>>,
+}
+
+#[derive(Debug, Default)]
+struct Entry<T> {
+    /// The connection this state belongs to (ids start at 1: 0 is empty).
+    id: u64,
+    val: T,
 }
 
 impl<T> Default for PerConn<T> {
     fn default() -> Self {
-        PerConn {
-            map: FxHashMap::default(),
-        }
+        PerConn { slab: Vec::new() }
     }
 }
 
 impl<T: Default> PerConn<T> {
-    pub fn get(&mut self, c: &Connection, side: Side) -> &mut T {
-        self.map.entry((c.id, side == Side::Client)).or_default()
+    fn index(c: &Connection, side: Side) -> usize {
+        c.slot as usize * 2 + usize::from(side == Side::Client)
     }
+
+    /// The state of `c`'s `side`, fresh if it belonged to an earlier connection in that slot.
+    pub fn get(&mut self, c: &Connection, side: Side) -> &mut T {
+        let i = Self::index(c, side);
+        if i >= self.slab.len() {
+            let len = (i + 1).max(self.slab.len() + self.slab.len() / 2).max(64);
+            self.slab.resize_with(len, Entry::default);
+        }
+        let e = &mut self.slab[i];
+        if e.id != c.id {
+            e.id = c.id;
+            e.val = T::default();
+        }
+        &mut e.val
+    }
+
+    /// The state of `c`'s `side` if it has any, leaving the entry empty.
     pub fn take(&mut self, c: &Connection, side: Side) -> Option<T> {
-        self.map.remove(&(c.id, side == Side::Client))
+        let e = self.slab.get_mut(Self::index(c, side))?;
+        if e.id != c.id {
+            return None;
+        }
+        e.id = 0;
+        Some(std::mem::take(&mut e.val))
     }
 }
 
