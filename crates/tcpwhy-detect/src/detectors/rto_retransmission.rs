@@ -75,12 +75,18 @@ impl Timeouts {
         f.cost_ns = st.total_ns;
         f.frames = evidence(&st.seen);
         f.explanation = format!(
-            "{} sent data again after a timeout {} times ({} of them the last segment in flight: tail loss{}); waits {} ms; {} lost.",
+            "{} sent data again after a timeout {} times ({} of them the last segment in flight: tail loss{}); {}; {} lost.",
             side_name(c, side),
             st.count,
             st.tail,
             if st.max_attempt > 1 { format!(", backed off {} times", st.max_attempt - 1) } else { String::new() },
-            waits.iter().map(|w| format!("{w:.0}")).collect::<Vec<_>>().join(", "),
+            if waits.is_empty() {
+                // The original transmissions had left the ring of recent segments (a wide
+                // window): the wait is the gap before the retransmission, counted in the cost.
+                "the original transmissions were too far back to time each wait".to_string()
+            } else {
+                format!("waits {} ms", waits.iter().map(|w| format!("{w:.0}")).collect::<Vec<_>>().join(", "))
+            },
             ms(st.total_ns)
         );
         f.fix = "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into();

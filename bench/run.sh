@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# tcpwhy's benchmark: builds its captures, runs tcpwhy, tshark, tcptrace, tcpdump and a C
+# header-walk (the floor) side by side, alternating them round by round, and prints wall time,
+# packets/s, MB/s, peak RSS and the ratios; then the scaling series (synthetic captures of
+# 10 k .. 1 M connections: tcpwhy's cost per packet as the connection count grows).
+#
+#   bench/run.sh [--short N] [--bulk-mb M] [--rounds R] [--scaling LIST] [--skip-slow]
+#
+# --short/--bulk-mb size the real-traffic capture (bench/capture.sh, root: two namespaces,
+# veth MTU 1500, offloads off; defaults 300 000 short connections and 2 000 MB of bulk
+# downloads); it is built once and kept in bench/out/. --scaling is a comma list of connection
+# counts for the synthetic series (default 10000,100000,1000000; add 10000000 if you have
+# the disk: 7 GB). --skip-slow leaves out tshark's full analysis (the slowest row).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
+SHORT=300000; BULK=2000; ROUNDS=3; SCALING=10000,100000,1000000; SKIP_SLOW=0
+while (($#)); do
+  case "$1" in
+    --short) SHORT="$2"; shift 2 ;;
+    --bulk-mb) BULK="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --scaling) SCALING="$2"; shift 2 ;;
+    --skip-slow) SKIP_SLOW=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+need=()
+command -v tshark >/dev/null || need+=(tshark)
+command -v tcptrace >/dev/null || need+=(tcptrace)
+command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v ethtool >/dev/null || need+=(ethtool)
+command -v cc >/dev/null || need+=(gcc)
+if ((${#need[@]})); then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+cargo build --release --locked -p tcpwhy --bin tcpwhy --example synth 2>&1 | tail -1
+OUT=bench/out; mkdir -p "$OUT"
+cc -O2 -o "$OUT/walk" bench/walk.c
+TCPWHY=target/release/tcpwhy
+REAL="$OUT/real-$SHORT-$BULK.pcap"
+if [ ! -s "$REAL" ]; then
+  echo "building $REAL (real kernel traffic in two namespaces; a few minutes)"
+  bench/capture.sh "$REAL.tmp" "$SHORT" "$BULK" 2>"$OUT/capture.log" && mv "$REAL.tmp" "$REAL"
+fi
+
+# measure LABEL CMD...: wall seconds and peak RSS (KB) of one run -> "wall rss"
+measure() {
+  shift # the label, for the reader
+  /usr/bin/time -f "%e %M" -o "$OUT/time.txt" "$@" >/dev/null 2>"$OUT/stderr.txt" || {
+    echo "failed: $*" >&2; cat "$OUT/stderr.txt" >&2; }
+  cat "$OUT/time.txt" | tail -1
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+FILE="$REAL"
+PKTS=$("$OUT/walk" "$FILE" | awk '{print $1}')
+MB=$(du -m "$FILE" | awk '{print $1}')
+echo
+echo "capture: $FILE: $PKTS packets, $MB MB ($(nproc) cores, page cache warm, median of $ROUNDS rounds)"
+declare -A CMD
+CMD[floor]="$OUT/walk $FILE"
+CMD[tcpwhy]="$TCPWHY analyze --quiet -o /dev/null $FILE"
+CMD[tcpwhy-json]="$TCPWHY analyze --quiet --format json -o /dev/null $FILE"
+CMD[tcptrace]="tcptrace -l -n $FILE"
+CMD[tcpdump]="tcpdump -r $FILE -nn -q"
+CMD[tshark-conv]="tshark -q -z conv,tcp -r $FILE"
+CMD[tshark-expert]="tshark -q -Y tcp.analysis.flags -z expert -r $FILE"
+ORDER=(floor tcpwhy tcpwhy-json tcpdump tcptrace tshark-conv tshark-expert)
+((SKIP_SLOW)) && ORDER=(floor tcpwhy tcpwhy-json tcpdump tcptrace tshark-conv)
+cat "$FILE" >/dev/null # warm the page cache
+declare -A WALL RSS
+for r in $(seq 1 "$ROUNDS"); do
+  for t in "${ORDER[@]}"; do
+    read -r w m < <(measure "$t" ${CMD[$t]})
+    WALL[$t]+="$w "; RSS[$t]+="$m "
+  done
+done
+printf "%-14s %9s %12s %9s %11s %14s\n" tool wall packets/s MB/s "peak RSS" "tcpwhy is"
+TW=$(echo ${WALL[tcpwhy]} | tr ' ' '\n' | median)
+for t in "${ORDER[@]}"; do
+  w=$(echo ${WALL[$t]} | tr ' ' '\n' | median)
+  m=$(echo ${RSS[$t]} | tr ' ' '\n' | median)
+  awk -v t="$t" -v w="$w" -v m="$m" -v p="$PKTS" -v mb="$MB" -v tw="$TW" 'BEGIN {
+    if (w <= 0) w = 0.01;
+    ratio = (t == "tcpwhy") ? "-" : (t == "floor" ? sprintf("%.1fx the floor", tw / w) : sprintf("%.1fx faster", w / tw));
+    printf "%-14s %8.2fs %12.0f %9.0f %8.0f MB %14s\n", t, w, p / w, mb / w, m / 1024, ratio }'
+done
+
+echo
+echo "scaling: synthetic short connections (bench/synth.rs), tcpwhy with every detector"
+printf "%12s %12s %12s %10s %11s\n" connections packets wall ns/packet "peak RSS"
+IFS=, read -ra NS <<<"$SCALING"
+for n in "${NS[@]}"; do
+  open=$(( n / 100 > 100000 ? 100000 : (n / 100 < 100 ? 100 : n / 100) ))
+  f="$OUT/synth-$n.pcap"
+  [ -s "$f" ] || target/release/examples/synth "$n" "$open" "$f"
+  p=$((n * 10))
+  walls=(); rss=()
+  for r in $(seq 1 "$ROUNDS"); do
+    read -r w m < <(measure tcpwhy "$TCPWHY" analyze --quiet -o /dev/null "$f")
+    walls+=("$w"); rss+=("$m")
+  done
+  w=$(printf "%s\n" "${walls[@]}" | median); m=$(printf "%s\n" "${rss[@]}" | median)
+  awk -v n="$n" -v p="$p" -v w="$w" -v m="$m" 'BEGIN { printf "%12d %12d %11.2fs %10.0f %8.0f MB\n", n, p, w, w * 1e9 / p, m / 1024 }'
+done
