@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod analyze;
+mod hostcmd;
 mod lab;
 mod output;
 mod time;
@@ -30,6 +31,9 @@ enum Command {
         /// A finding id; without one, list them all.
         id: Option<String>,
     },
+    /// Find the TCP pathologies a live Linux host shows or is set up for: sysctls, sockets
+    /// (sock_diag), counters and hash-table load, per network namespace.
+    Host(hostcmd::HostArgs),
     /// Reproduce each latency pathology on this kernel in network namespaces (root).
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(&args),
         Command::Lab(cmd) => lab::run(&cmd),
+        Command::Host(args) => hostcmd::run(&args),
         Command::Explain { id } => explain(id.as_deref()),
     };
     match result {
