@@ -1,0 +1,198 @@
+//! Hostile captures built packet by packet (issue 8): a SYN flood of random 4-tuples under a
+//! connection cap, records that lie about their length, zero-length records, timestamps that
+//! run backwards. tcpwhy must stay bounded, say what it did, and never panic.
+
+mod common;
+use common::tcpwhy;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tcpwhy-adv-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// A classic pcap (microseconds, Ethernet) writer for the tests.
+struct Pcap(std::io::BufWriter<std::fs::File>);
+
+impl Pcap {
+    fn create(path: &PathBuf) -> Pcap {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+        w.write_all(&0xa1b2c3d4u32.to_le_bytes()).unwrap();
+        w.write_all(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+        w.write_all(&65535u32.to_le_bytes()).unwrap();
+        w.write_all(&1u32.to_le_bytes()).unwrap();
+        Pcap(w)
+    }
+    /// A record header with any lengths, and `data`.
+    fn raw(&mut self, ts_us: u64, caplen: u32, orig: u32, data: &[u8]) {
+        let w = &mut self.0;
+        w.write_all(&((ts_us / 1_000_000) as u32).to_le_bytes())
+            .unwrap();
+        w.write_all(&((ts_us % 1_000_000) as u32).to_le_bytes())
+            .unwrap();
+        w.write_all(&caplen.to_le_bytes()).unwrap();
+        w.write_all(&orig.to_le_bytes()).unwrap();
+        w.write_all(data).unwrap();
+    }
+    /// An Ethernet/IPv4/TCP SYN from `src:sport` to 10.255.0.1:80.
+    fn syn(&mut self, ts_us: u64, src: [u8; 4], sport: u16) {
+        let mut f = [0u8; 54];
+        f[12] = 8;
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&[10, 255, 0, 1]);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&80u16.to_be_bytes());
+        f[38..42].copy_from_slice(&(u32::from(sport) * 7).to_be_bytes());
+        f[46] = 0x50;
+        f[47] = 0x02;
+        self.raw(ts_us, 54, 54, &f);
+    }
+    fn finish(mut self) {
+        self.0.flush().unwrap();
+    }
+}
+
+fn json(args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let out = tcpwhy(args);
+    let recs = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (
+        out.status.code(),
+        recs,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn syn_flood_of_random_tuples_stays_under_the_cap() {
+    let path = tmp("flood.pcap");
+    let mut p = Pcap::create(&path);
+    // A deterministic "random" walk over 2^32 source addresses: 200 000 distinct 4-tuples
+    // (1 M takes minutes in a debug build; bench/ has the large runs), one SYN each, 1 us apart.
+    let mut x: u32 = 12345;
+    for i in 0..200_000u64 {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        p.syn(
+            1_700_000_000_000_000 + i,
+            x.to_be_bytes(),
+            1024 + (i % 60000) as u16,
+        );
+    }
+    p.finish();
+    let before = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .unwrap()
+        .max_rss();
+    let (code, recs, _) = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--max-connections",
+        "2000",
+        path.to_str().unwrap(),
+    ]);
+    let rss_kb = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .unwrap()
+        .max_rss();
+    assert_eq!(code, Some(0));
+    let summary = recs.iter().find(|r| r["type"] == "summary").unwrap();
+    assert_eq!(summary["connections"], 200_000);
+    assert_eq!(summary["peak_open_connections"], 2_000);
+    assert!(summary["evicted"].as_u64().unwrap() >= 198_000, "{summary}");
+    assert!(
+        summary["warnings"]
+            .to_string()
+            .contains("--max-connections"),
+        "the summary says the cap evicted: {summary}"
+    );
+    // The biggest child so far is this run (or an earlier one of these tests): well under
+    // what 200 000 tracked connections would take (over 200 MB).
+    eprintln!(
+        "peak RSS of children: {} MB (before: {} MB)",
+        rss_kb / 1024,
+        before / 1024
+    );
+    assert!(rss_kb < 150 * 1024, "{} KB", rss_kb);
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn records_that_lie_about_their_length() {
+    // A record claiming a gigabyte after one good packet, with 20 MB more after it: one line
+    // naming the file and the byte offset of the bad record (24-byte file header + 16 + 54 for
+    // the first record = 94), exit 2, the packet before it still counted.
+    let path = tmp("gigabyte.pcap");
+    let mut p = Pcap::create(&path);
+    p.syn(1_000_000, [10, 0, 0, 1], 40000);
+    p.raw(1_000_001, 0x4000_0000, 0x4000_0000, &vec![0u8; 20 << 20]);
+    p.finish();
+    let (code, recs, err) = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("gigabyte.pcap"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("byte 94"), "{line}");
+    let summary = recs.iter().find(|r| r["type"] == "summary").unwrap();
+    assert_eq!(summary["packets"], 1);
+    // The same lie as the file's last bytes reads as a file cut short: the results so far, a
+    // warning naming the same offset, exit 0.
+    let path = tmp("gigabyte-at-end.pcap");
+    let mut p = Pcap::create(&path);
+    p.syn(1_000_000, [10, 0, 0, 1], 40000);
+    p.raw(1_000_001, 0x4000_0000, 0x4000_0000, &[0u8; 64]);
+    p.finish();
+    let (code, _, err) = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("at byte 94") && err.contains("truncated"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zero_length_records_and_backward_timestamps() {
+    let path = tmp("odd.pcap");
+    let mut p = Pcap::create(&path);
+    p.syn(5_000_000, [10, 0, 0, 1], 40000);
+    p.raw(5_000_001, 0, 0, &[]); // an empty record
+    p.raw(5_000_002, 0, 1500, &[]); // nothing captured of a 1500-byte frame
+    p.syn(4_000_000, [10, 0, 0, 2], 40001); // a second earlier: the clock stepped back
+    p.syn(6_000_000, [10, 0, 0, 3], 40002);
+    p.finish();
+    let (code, recs, err) = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let summary = recs.iter().find(|r| r["type"] == "summary").unwrap();
+    assert_eq!(summary["packets"], 5);
+    assert_eq!(summary["tcp_packets"], 3);
+    assert_eq!(summary["connections"], 3);
+    let conns = recs.iter().filter(|r| r["type"] == "connection").count();
+    assert_eq!(conns, 3);
+    // The two empty frames are counted, not decoded.
+    let counted: u64 = summary["malformed"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+        + summary["skipped"]
+            .as_object()
+            .map(|m| m.values().filter_map(Value::as_u64).sum())
+            .unwrap_or(0);
+    assert_eq!(counted, 2, "{summary}");
+    assert!(
+        summary["containers"]["timestamps_backwards"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+            || summary["span_ms"].as_f64().is_some(),
+        "{summary}"
+    );
+    std::fs::remove_file(&path).ok();
+}
