@@ -195,6 +195,14 @@ impl Tracker {
             self.now = at.ts_ns;
             self.expire(sink);
         }
+        // Connections and detectors see capture time that never steps back: a frame stamped
+        // earlier than one before it (merged interfaces, a clock adjusted) counts as "now", so
+        // every interval measured is >= 0 and intervals never overlap (their sum stays within
+        // the capture's span; found by fuzzing the pipeline).
+        let at = At {
+            frame: at.frame,
+            ts_ns: at.ts_ns.max(self.now),
+        };
         let key = FlowKey::of(seg);
         let slot = match self.map.get(&key).copied() {
             Some(slot) => {

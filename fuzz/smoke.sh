@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fuzz every target for SECONDS each (default 60: CI's smoke run; one hour per target is the
+# long run: `fuzz/smoke.sh 3600`). Needs the nightly toolchain; installs cargo-fuzz if missing.
+# Seeds: the fixtures and tcpdump's test captures under 64 KB (../shared/corpus/tcpdump-tests).
+# A crash fails the run; the input is left in fuzz/artifacts/TARGET/: copy it to
+# fixtures/fuzz/ (tests/fuzz_regressions.rs checks every file there) and fix the cause.
+set -euo pipefail
+cd "$(dirname "$0")"
+SECONDS_EACH="${1:-60}"
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  echo "fuzz: no nightly toolchain here; skipping the fuzz smoke run (rustup toolchain install nightly)" >&2
+  exit 0
+fi
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --quiet
+CORPUS_SRC="${TCPWHY_CORPUS:-../../shared/corpus/tcpdump-tests}"
+for t in capture pipeline decode; do
+  mkdir -p "corpus/$t"
+done
+cp ../fixtures/captures/*.pcap* ../fixtures/captures/*.zst ../fixtures/lab/*.pcap ../fixtures/fuzz/* corpus/pipeline/ 2>/dev/null || true
+if [ -d "$CORPUS_SRC" ]; then
+  find "$CORPUS_SRC" -type f -size -64k -print0 | head -z -n 400 | xargs -0 -I{} cp {} corpus/pipeline/
+fi
+cp corpus/pipeline/* corpus/capture/
+cargo +nightly fuzz build -O
+for t in capture pipeline decode; do
+  echo "fuzz: $t for ${SECONDS_EACH} s"
+  cargo +nightly fuzz run -O "$t" "corpus/$t" -- -max_total_time="$SECONDS_EACH" \
+    -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 2>&1 | grep -E "^(Done|stat::number_of_executed_units|==|thread)|panicked" || true
+  if ls "artifacts/$t"/crash-* "artifacts/$t"/oom-* "artifacts/$t"/timeout-* >/dev/null 2>&1; then
+    echo "fuzz: $t found a failing input: fuzz/artifacts/$t/" >&2
+    exit 1
+  fi
+done
