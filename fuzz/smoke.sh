@@ -19,7 +19,8 @@ for t in capture pipeline decode; do
 done
 cp ../fixtures/captures/*.pcap* ../fixtures/captures/*.zst ../fixtures/lab/*.pcap ../fixtures/fuzz/* corpus/pipeline/ 2>/dev/null || true
 if [ -d "$CORPUS_SRC" ]; then
-  find "$CORPUS_SRC" -type f -size -64k -print0 | head -z -n 400 | xargs -0 -I{} cp {} corpus/pipeline/
+  mapfile -d '' -t seeds < <(find "$CORPUS_SRC" -type f -size -64k -print0 | sort -z)
+  ((${#seeds[@]})) && cp "${seeds[@]:0:400}" corpus/pipeline/
 fi
 cp corpus/pipeline/* corpus/capture/
 cargo +nightly fuzz build -O
