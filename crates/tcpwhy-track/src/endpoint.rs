@@ -105,6 +105,9 @@ pub struct Endpoint {
     pub out_of_order: u32,
     /// Keep-alive probes (one old byte or none at next_seq - 1), not counted as retransmissions.
     pub keepalives: u32,
+    /// The same packet captured again within 1 ms (a capture on both ends of a veth, on `any`,
+    /// on a bridge and its port): counted as a packet, not as a retransmission.
+    pub duplicates: u32,
     /// Bytes this side's peer acknowledged that the capture never saw this side send.
     pub unseen_acked_bytes: u64,
     /// This side sent first IP fragments (their payload counts that fragment only, so the
@@ -122,7 +125,6 @@ pub struct Endpoint {
     pub zero_windows: u32,
     pub fin: Option<At>,
     pub rst: Option<At>,
-    pub first_ts: i64,
     pub last_ts: i64,
     /// Time for this side's data to be acknowledged by the peer, as seen from the capture point.
     pub ack_rtt: RttStats,
@@ -132,6 +134,9 @@ pub struct Endpoint {
     ts_pending: Option<(u32, i64)>,
     holes: [(Seq, Seq); MAX_HOLES],
     hole_count: u8,
+    /// The last segment's identity (a hash of the headers that change between two sends);
+    /// `last_ts` says when it was seen.
+    pub(crate) last_sig: u32,
 }
 
 impl Endpoint {
@@ -153,6 +158,7 @@ impl Endpoint {
             data_segments: 0,
             out_of_order: 0,
             keepalives: 0,
+            duplicates: 0,
             unseen_acked_bytes: 0,
             ip_fragments: false,
             mss: None,
@@ -165,13 +171,13 @@ impl Endpoint {
             zero_windows: 0,
             fin: None,
             rst: None,
-            first_ts: ts_ns,
             last_ts: ts_ns,
             ack_rtt: RttStats::default(),
             timed: None,
             ts_pending: None,
             holes: [(Seq(0), Seq(0)); MAX_HOLES],
             hole_count: 0,
+            last_sig: 0,
         }
     }
 

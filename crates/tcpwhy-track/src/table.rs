@@ -128,6 +128,24 @@ pub struct Tracker {
     stats: TrackerStats,
 }
 
+/// Two identical packets this close are one packet captured twice.
+const DUPLICATE_NS: i64 = 1_000_000;
+
+/// What tells two sends of a segment apart (a retransmission differs in IP ID or TSval).
+fn signature(seg: &TcpSegment) -> u32 {
+    let (tsval, tsecr) = seg.options.timestamp.unwrap_or((0, 0));
+    let words = [
+        u64::from(seg.seq.0) << 32 | u64::from(seg.ack.0),
+        u64::from(seg.payload_len) << 32 | u64::from(seg.window) << 16 | u64::from(seg.ip_id),
+        u64::from(tsval) << 32 | u64::from(tsecr),
+        u64::from(seg.flags.0),
+    ];
+    let h = words.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, w| {
+        (h ^ w).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29)
+    });
+    (h ^ (h >> 32)) as u32
+}
+
 /// Ports at or above this are taken as ephemeral (IANA dynamic range starts at 49152; Linux's
 /// default ip_local_port_range starts at 32768).
 const EPHEMERAL_MIN: u16 = 32768;
@@ -318,6 +336,31 @@ impl Tracker {
         } else {
             Side::Server
         };
+        // The same packet captured twice (both ends of a veth, `any`, a bridge and its port):
+        // identical headers, including the IPv4 ID or the TCP timestamps that tell two sends of
+        // the same bytes apart, within 1 ms. Counted as a packet, otherwise ignored.
+        {
+            let me = if from_client {
+                &mut c.client
+            } else {
+                &mut c.server
+            };
+            let sig = signature(seg);
+            let distinctive = seg.ip_id != 0 || seg.options.timestamp.is_some();
+            if distinctive
+                && me.packets > 0
+                && me.last_sig == sig
+                && at.ts_ns.saturating_sub(me.last_ts) <= DUPLICATE_NS
+            {
+                // Like tshark: packets, frame bytes and payload count every copy captured.
+                me.duplicates += 1;
+                me.packets += 1;
+                me.frame_bytes += u64::from(frame_len);
+                me.payload_bytes += u64::from(seg.payload_len);
+                return None;
+            }
+            me.last_sig = sig;
+        }
         let flags = seg.flags;
 
         // The handshake at the capture point.

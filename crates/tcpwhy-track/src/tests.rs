@@ -511,3 +511,31 @@ fn every_tracked_connection_has_its_own_slot() {
         "a freed slot is reused"
     );
 }
+
+#[test]
+fn the_same_packet_captured_twice_is_not_a_retransmission() {
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    let ts = |v: u32| TcpOptions {
+        timestamp: Some((v, 77)),
+        ..TcpOptions::default()
+    };
+    // Captured on both ends of a veth: the same segment twice, microseconds apart (here the
+    // same millisecond), identical down to its timestamps.
+    r.seg_opts(10, S, ACK | PSH, 9001, 1001, 100, ts(500));
+    r.seg_opts(10, S, ACK | PSH, 9001, 1001, 100, ts(500));
+    // A real retransmission 300 ms later carries a newer TSval.
+    r.seg_opts(310, S, ACK | PSH, 9001, 1001, 100, ts(800));
+    // Without an IP ID or timestamps two sends cannot be told from one captured twice: the
+    // copy counts as a retransmission (IPv6 without timestamps).
+    r.seg(320, S, ACK | PSH, 9101, 1001, 100);
+    r.seg(320, S, ACK | PSH, 9101, 1001, 100);
+    let c = &r.finish()[0];
+    assert_eq!(c.server.duplicates, 1);
+    assert_eq!(c.server.retrans_segments, 2);
+    assert_eq!(c.server.unique_bytes, 200);
+    assert_eq!(
+        c.server.packets, 6,
+        "the handshake's SYN-ACK and five data segments"
+    );
+}

@@ -428,3 +428,18 @@ fn connection_details_on_request() {
     let out = tcpwhy(&["analyze", "--details", &fixture("veth-mixed.pcap")]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Connection details:"));
 }
+
+#[test]
+fn a_packet_captured_twice_is_neither_a_retransmission_nor_a_finding() {
+    // tcpdump -i any in a router namespace: every packet on the way in and on the way out
+    // (fixtures/captures/README.md: frames 1 and 2 share IP ID 0x13b0, TTL 64 then 63).
+    let f = fixture("routed-any.pcap");
+    assert!(findings(&f).is_empty(), "no SYN retry, no retransmission");
+    let (conns, _) = analyze_json(&[&f]);
+    assert_eq!(conns.len(), 1);
+    for side in ["c2s", "s2c"] {
+        assert_eq!(conns[0][side]["packets"], 36);
+        assert_eq!(conns[0][side]["duplicates"], 18);
+        assert_eq!(conns[0][side]["retrans_segments"], 0);
+    }
+}

@@ -71,6 +71,7 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "retrans_segments": e.retrans_segments,
         "out_of_order": e.out_of_order,
         "keepalives": e.keepalives,
+        "duplicates": e.duplicates,
         "unseen_acked_bytes": e.unseen_acked_bytes,
         "isn": e.isn.map(|s| s.0),
         "syn_retransmits": e.syn_retransmits,

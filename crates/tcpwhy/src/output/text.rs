@@ -51,6 +51,7 @@ pub struct TextPrinter {
     with_retrans: u64,
     inferred_roles: u64,
     reused_tuples: u64,
+    duplicates: u64,
     /// Print a line per connection as it finishes (live capture).
     live: bool,
     /// Stalls per class: count, summed gap, summed cost.
@@ -215,6 +216,7 @@ impl TextPrinter {
             with_retrans: 0,
             inferred_roles: 0,
             reused_tuples: 0,
+            duplicates: 0,
             live,
             stalls: [(0, 0, 0); 6],
             details: Details {
@@ -653,6 +655,7 @@ impl Printer for TextPrinter {
         self.retrans_segments += u64::from(retrans);
         self.with_retrans += u64::from(retrans > 0);
         self.inferred_roles += u64::from(c.role.inferred());
+        self.duplicates += u64::from(c.client.duplicates + c.server.duplicates);
         if let Some(p) = self.details.pending.remove(&c.id) {
             self.keep_details(c, p);
         }
@@ -769,6 +772,13 @@ impl Printer for TextPrinter {
                     o,
                     "{} connections reused the 4-tuple of an earlier connection",
                     self.reused_tuples
+                )?;
+            }
+            if self.duplicates > 0 {
+                writeln!(
+                    o,
+                    "{} packets were captured twice (identical within 1 ms: both ends of a veth, `any`?); not counted as retransmissions",
+                    self.duplicates
                 )?;
             }
             if self.inferred_roles > 0 {
