@@ -182,8 +182,10 @@ fn small_ehash_and_narrow_port_range_filled_with_time_wait() {
         .iter()
         .find(|x| x["id"] == "host-port-reuse-risk")
         .unwrap();
+    // At least the quarter of the range from which the check speaks (the fill loses some
+    // TIME-WAIT sockets on a busy machine: 433-900 seen).
     assert!(
-        p["evidence"]["time_wait_to_destination"].as_u64().unwrap() >= 650,
+        p["evidence"]["time_wait_to_destination"].as_u64().unwrap() >= 250,
         "{p}"
     );
     assert_eq!(n[0]["sysctls"]["ipv4/tcp_ehash_entries"], "128");
