@@ -41,7 +41,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     let mut capture = match Capture::open(&files) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("tcpwhy: {e}");
+            eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
             return Ok(ExitCode::from(2));
         }
     };
@@ -97,10 +97,10 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     };
     printer.summary(&report)?;
     for w in warnings.iter().filter(|_| !args.quiet) {
-        eprintln!("tcpwhy: warning: {w}");
+        eprintln!("tcpwhy: warning: {}", crate::printable(w));
     }
     if let Some(e) = fatal {
-        eprintln!("tcpwhy: {e}");
+        eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
         return Ok(ExitCode::from(2));
     }
     Ok(fail_on(args, &found))

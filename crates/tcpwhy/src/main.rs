@@ -110,10 +110,24 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tcpwhy: {e}");
+            eprintln!("tcpwhy: {}", printable(&e.to_string()));
             ExitCode::from(2)
         }
     }
+}
+
+/// `s` with control characters shown as `\u{1b}`: file names and text from captures must not
+/// move the cursor, change colours or clear the terminal of the person reading the error.
+pub fn printable(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        if ch.is_control() {
+            o.push_str(&format!("\\u{{{:x}}}", ch as u32));
+        } else {
+            o.push(ch);
+        }
+    }
+    o
 }
 
 fn explain(id: Option<&str>) -> io::Result<ExitCode> {

@@ -193,3 +193,33 @@ fn zero_length_records_and_backward_timestamps() {
     );
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn control_characters_in_names_never_reach_the_terminal() {
+    // A capture attached to a ticket under a name that would clear the screen and recolour
+    // it: the error line and the warning show the escapes, not the bytes.
+    let bad = tmp("x\u{1b}[2J\u{1b}[31mred.pcap");
+    std::fs::write(&bad, b"not a capture at all, just text").unwrap();
+    let out = tcpwhy(&["analyze", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "{:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("x\\u{1b}[2J"));
+    // A truncated one: the warning too.
+    let cut = tmp("cut\u{7}\u{1b}.pcap");
+    let mut p = Pcap::create(&cut);
+    p.syn(1_000_000, [10, 0, 0, 1], 40000);
+    p.raw(1_000_001, 54, 54, &[0u8; 10]);
+    p.finish();
+    let out = tcpwhy(&["analyze", cut.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning") && err.contains("cut\\u{7}\\u{1b}.pcap"),
+        "{err}"
+    );
+    assert!(!out.stderr.contains(&0x1b) && !out.stderr.contains(&0x07));
+}

@@ -820,7 +820,7 @@ impl Printer for TextPrinter {
             }
         }
         if let Some(e) = &r.error {
-            writeln!(o, "\nstopped early: {e}")?;
+            writeln!(o, "\nstopped early: {}", crate::printable(e))?;
         }
         o.flush()
     }
