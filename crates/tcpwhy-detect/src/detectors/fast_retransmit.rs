@@ -33,12 +33,15 @@ pub(super) struct FastRetransmits {
     seen: Vec<Retx>,
     count: u32,
     total_ns: i64,
+    /// Waits of segments lost together overlap: each moment counts once.
+    covered: super::retx::Covered,
 }
 
 impl FastRetransmits {
     pub fn add(&mut self, r: Retx) {
         self.count += 1;
-        self.total_ns += r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
+        let from = r.original.map_or(r.at.ts_ns, |o| o.ts_ns);
+        self.total_ns += self.covered.add(from, r.at.ts_ns);
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }

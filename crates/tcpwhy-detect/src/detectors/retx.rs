@@ -181,3 +181,40 @@ pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
     frames.dedup();
     frames
 }
+
+/// The union of wait intervals (original send -> retransmission), added in order of their
+/// ends: the time lost counts each moment once, so it never exceeds the time that passed
+/// (found by fuzzing: 37 segments resent after one timeout summed to 16 s in a 3.8 s capture).
+#[derive(Default, Debug, Clone, Copy)]
+pub(crate) struct Covered {
+    until: Option<i64>,
+}
+
+impl Covered {
+    /// Add `[from, to]`; returns the part not covered before.
+    pub fn add(&mut self, from: i64, to: i64) -> i64 {
+        let start = self.until.map_or(from, |u| from.max(u));
+        let added = (to - start).max(0);
+        self.until = Some(self.until.map_or(to, |u| u.max(to)));
+        added
+    }
+}
+
+#[cfg(test)]
+mod covered_tests {
+    use super::Covered;
+
+    #[test]
+    fn overlapping_waits_count_once() {
+        let mut c = Covered::default();
+        assert_eq!(c.add(0, 10), 10);
+        assert_eq!(
+            c.add(0, 25),
+            15,
+            "backoff on the same segment: only the increment"
+        );
+        assert_eq!(c.add(5, 25), 0, "a segment resent with it: nothing more");
+        assert_eq!(c.add(40, 50), 10, "a later, separate wait");
+        assert_eq!(c.add(60, 55), 0, "a reversed interval adds nothing");
+    }
+}

@@ -40,9 +40,9 @@ pub(super) struct Timeouts {
     tail: u32,
     max_attempt: u32,
     total_ns: i64,
-    /// The wait already counted for the sequence being retransmitted (backoff: only the
-    /// increment of each further attempt adds).
-    counted_ns: i64,
+    /// Time already counted: waits overlap (backoff on the same sequence, a window of
+    /// segments all resent after one timeout) and count once.
+    covered: super::retx::Covered,
 }
 
 impl Timeouts {
@@ -50,12 +50,8 @@ impl Timeouts {
         self.count += 1;
         self.tail += u32::from(r.tail);
         self.max_attempt = self.max_attempt.max(r.attempt);
-        let wait = r.original.map_or(0, |o| r.at.ts_ns - o.ts_ns);
-        if r.attempt == 1 {
-            self.counted_ns = 0;
-        }
-        self.total_ns += (wait - self.counted_ns).max(0);
-        self.counted_ns = self.counted_ns.max(wait);
+        let from = r.original.map_or(r.at.ts_ns, |o| o.ts_ns);
+        self.total_ns += self.covered.add(from, r.at.ts_ns);
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }
