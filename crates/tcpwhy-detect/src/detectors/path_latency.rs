@@ -115,7 +115,9 @@ impl Detector for PathLatency {
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = c.handshake.syn.map_or(q.ts_ns, |a| a.ts_ns);
         f.end_ns = c.last.ts_ns;
-        f.cost_ns = cost;
+        // Never more than the time the connection took (found by fuzzing: data before the
+        // handshake completed let the handshake and the first exchange overlap).
+        f.cost_ns = cost.min((f.end_ns - f.start_ns).max(0));
         f.frames = [c.handshake.syn, c.handshake.syn_ack, Some(q), Some(r)]
             .into_iter()
             .flatten()
