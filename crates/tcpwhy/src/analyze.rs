@@ -15,6 +15,8 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
             "--idle-timeout must be a positive number of seconds",
         ));
     }
+    check_ids("--disable", &args.disable)?;
+    check_ids("--fail-on", &args.fail_on)?;
     let cfg = Config {
         idle_timeout_ns: (args.idle_timeout * 1e9) as i64,
         max_connections: args.max_connections.max(1),
@@ -104,6 +106,23 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(fail_on(args, &found))
+}
+
+/// A finding id the user typed must exist: a misspelt `--disable` or `--fail-on` would
+/// otherwise do nothing and say nothing.
+fn check_ids(flag: &str, ids: &[String]) -> io::Result<()> {
+    let known: Vec<&str> = tcpwhy_detect::infos().iter().map(|i| i.id).collect();
+    match ids.iter().find(|id| !known.contains(&id.as_str())) {
+        None => Ok(()),
+        Some(bad) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{flag}: no finding {:?}; the ids are: {}",
+                crate::printable(bad),
+                known.join(", ")
+            ),
+        )),
+    }
 }
 
 /// `--fail-on ID[,ID]`: exit 1 when any of them was found (for CI gates).

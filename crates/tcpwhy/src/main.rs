@@ -72,8 +72,8 @@ pub struct AnalyzeArgs {
     /// Finish a connection after this many seconds without a packet (capture time).
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub idle_timeout: f64,
-    /// Turn a detector off (repeatable; `tcpwhy explain` lists them).
-    #[arg(long, value_name = "ID")]
+    /// Turn detectors off (repeatable or comma-separated; `tcpwhy explain` lists the ids).
+    #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
     pub disable: Vec<String>,
     /// Exit 1 when a finding with one of these ids exists (for CI gates).
     #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]

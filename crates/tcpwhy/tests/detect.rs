@@ -232,6 +232,26 @@ fn fail_on_disable_and_explain() {
         &file,
     ]);
     assert_eq!(out.status.code(), Some(0));
+    // A comma list disables each id (it used to be taken as one unknown id, silently).
+    let out = tcpwhy(&[
+        "analyze",
+        "--disable",
+        "syn-refused,rto-retransmission",
+        "--fail-on",
+        "rto-retransmission",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    // A misspelt id is an error naming it, not a silent no-op.
+    for flag in ["--disable", "--fail-on"] {
+        let out = tcpwhy(&["analyze", flag, "rto-retransmision", &file]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no finding \"rto-retransmision\"") && err.contains("syn-stale-state"),
+            "{err}"
+        );
+    }
     let (conns, _) = analyze_json(&[&file]);
     assert_eq!(conns.len(), 1);
     let out = tcpwhy(&["explain", "syn-stale-state"]);
