@@ -2,7 +2,8 @@
 # The benchmark's real-traffic capture (root): two network namespaces joined by a veth pair
 # (MTU 1500, offloads off, IPv6 off), a Python server and client (bench/traffic.py) making
 # SHORT short request/response connections, 4 bulk downloads and 8 persistent connections,
-# captured with tcpdump (snaplen 96) in the client namespace. Traffic stays inside the
+# captured with tcpdump in the client namespace (whole packets, as in the anchor
+# capture; SNAPLEN=96 in the environment for headers only). Traffic stays inside the
 # namespaces; they are deleted on exit, also on failure or Ctrl-C.
 #   bench/capture.sh OUT.pcap [SHORT=100000] [BULK_MB=400]
 set -euo pipefail
@@ -34,7 +35,7 @@ ip -n "$NA" link set twb-va up; ip -n "$NB" link set twb-vb up
 ip netns exec "$NB" timeout 900 python3 "$HERE/traffic.py" server 10.98.0.2 "$WORK/ready" 900 &
 PIDS+=($!)
 for _ in $(seq 1 100); do [ -e "$WORK/ready" ] && break; sleep 0.1; done
-ip netns exec "$NA" tcpdump -Z root -i twb-va -s 96 -B 65536 -U -w "$OUT" 2>"$WORK/td.log" &
+ip netns exec "$NA" tcpdump -Z root -i twb-va -s "${SNAPLEN:-0}" -B 1048576 -w "$OUT" 2>"$WORK/td.log" &
 TD=$!; PIDS+=("$TD")
 for _ in $(seq 1 100); do grep -q "listening on" "$WORK/td.log" && break; sleep 0.1; done
 ip netns exec "$NA" timeout 900 python3 "$HERE/traffic.py" client 10.98.0.2 "$SHORT" "$BULK" 8 4

@@ -7,12 +7,13 @@ bounded in count and every socket has a timeout.
   client mode:  traffic.py client SERVER_ADDR SHORT BULK_MB PERSISTENT WORKERS
 
 Client: SHORT short connections (100-byte request, 1000-byte response, FIN both ways) spread
-over WORKERS processes; BULK_MB megabytes in 4 bulk downloads; PERSISTENT connections doing a
+over WORKERS processes; BULK_MB megabytes in 4 bulk downloads (paced, 30 MB/s each); PERSISTENT connections doing a
 request/response every 20 ms while the short connections run.
 """
 import os, socket, sys, threading, time
 
 TIMEOUT = 10
+BULK_RATE = 30e6  # bytes per second per bulk download
 
 
 def serve_short(ls):
@@ -41,8 +42,14 @@ def serve_bulk(ls):
                 s.settimeout(TIMEOUT)
                 n = int(s.recv(32).decode().strip() or "0")
                 chunk = b"b" * 65536
-                for _ in range(min(n, 1 << 16)):
+                # Paced (BULK_RATE per stream) so that tcpdump, sharing the two cores, keeps
+                # up: the benchmark capture must not have kernel drops.
+                start = time.monotonic()
+                for i in range(min(n, 1 << 16)):
                     s.sendall(chunk)
+                    ahead = start + (i + 1) * len(chunk) / BULK_RATE - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)
             except (OSError, ValueError):
                 pass
             s.close()
