@@ -1,6 +1,7 @@
 //! One capture file, read block by block with pcap-parser's streaming reader.
 
 use crate::open::{self, DynRead, LastError, Opened};
+use crate::pcap::{self, PcapReader, Record, Stop};
 use crate::{CaptureError, ContainerStats, Packet, Warning};
 use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
@@ -41,11 +42,22 @@ struct Head {
     orig_len: u32,
 }
 
-/// Reads one capture file. The current packet is copied into a reused buffer, so no allocation
-/// happens per packet once the buffer has grown to the largest frame.
+/// How the file is parsed.
+enum Inner {
+    /// Legacy pcap, records handed out in place (crate::pcap).
+    Pcap(PcapReader),
+    /// pcapng (and error reporting for what is neither): pcap-parser's streaming reader; the
+    /// current packet is copied into `FileReader::buf`.
+    Parser(Box<dyn PcapReaderIterator + Send>),
+}
+
+/// Reads one capture file. No allocation happens per packet once the buffers have grown to
+/// the largest frame.
 pub struct FileReader {
     name: String,
-    reader: Box<dyn PcapReaderIterator + Send>,
+    inner: Inner,
+    /// The current record of a legacy pcap (its bytes are in the reader's buffer).
+    record: Option<Record>,
     compressed: bool,
     last_error: LastError,
     format: Format,
@@ -104,7 +116,32 @@ impl FileReader {
         let compressed = o.compression.is_some();
         let first: Vec<u8> = o.prefix.iter().take(4).copied().collect();
         let prefix_len = o.prefix.len();
+        let legacy = pcap::Header::parse(&o.prefix);
         let stream: DynRead = Box::new(Cursor::new(o.prefix).chain(o.rest));
+        if let Some(header) = legacy {
+            let mut r = FileReader::with(
+                name,
+                Inner::Pcap(PcapReader::new(stream, header, MAX_CAPACITY)),
+                compressed,
+                o.last_error,
+            );
+            r.format = Format::Pcap {
+                link: header.link,
+                nanos: header.nanos,
+            };
+            if let Inner::Pcap(p) = &mut r.inner {
+                if let Err(stop) = p.skip_file_header() {
+                    // The prefix held the whole header: only a failing stream gets here.
+                    return Err(CaptureError {
+                        file: name.to_string(),
+                        offset: 0,
+                        compressed,
+                        message: format!("cannot read the capture header: {stop:?}"),
+                    });
+                }
+            }
+            return Ok(r);
+        }
         let err = |message: String| CaptureError {
             file: name.to_string(),
             offset: 0,
@@ -146,11 +183,21 @@ impl FileReader {
                 return Err(err(message));
             }
         };
-        Ok(FileReader {
-            name: name.to_string(),
-            reader,
+        Ok(FileReader::with(
+            name,
+            Inner::Parser(reader),
             compressed,
-            last_error: o.last_error,
+            o.last_error,
+        ))
+    }
+
+    fn with(name: &str, inner: Inner, compressed: bool, last_error: LastError) -> FileReader {
+        FileReader {
+            name: name.to_string(),
+            inner,
+            record: None,
+            compressed,
+            last_error,
             format: Format::PcapNg {
                 interfaces: Vec::new(),
             },
@@ -161,13 +208,13 @@ impl FileReader {
             done: false,
             warning: None,
             stats: ContainerStats::default(),
-        })
+        }
     }
 
     fn error(&self, message: String) -> CaptureError {
         CaptureError {
             file: self.name.clone(),
-            offset: self.reader.consumed() as u64,
+            offset: self.offset(),
             compressed: self.compressed,
             message,
         }
@@ -181,7 +228,10 @@ impl FileReader {
 
     /// Describe the block or record the parser choked on, from its first bytes.
     fn describe_bad_block(&self) -> String {
-        let d = self.reader.data();
+        let Inner::Parser(reader) = &self.inner else {
+            return "corrupt record".to_string();
+        };
+        let d = reader.data();
         match (&self.format, d.get(..8)) {
             (Format::PcapNg { .. }, Some(b)) => {
                 let le = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -198,8 +248,71 @@ impl FileReader {
     /// Move to the next packet. At the end, `head_ts()` returns `None`.
     pub(crate) fn advance(&mut self) -> Result<(), CaptureError> {
         self.head = None;
+        self.record = None;
+        if self.done {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Pcap(_) => self.advance_pcap(),
+            Inner::Parser(_) => self.advance_parser(),
+        }
+    }
+
+    fn advance_pcap(&mut self) -> Result<(), CaptureError> {
+        let Inner::Pcap(r) = &mut self.inner else {
+            return Ok(());
+        };
+        let link = r.header().link;
+        match r.next_record() {
+            Ok(rec) => {
+                if rec.ts_ns < self.last_ts {
+                    self.stats.timestamps_backwards += 1;
+                }
+                self.last_ts = rec.ts_ns;
+                self.head = Some(Head {
+                    ts_ns: rec.ts_ns,
+                    link,
+                    orig_len: rec.orig_len,
+                });
+                self.record = Some(rec);
+                Ok(())
+            }
+            Err(Stop::End) => {
+                self.done = true;
+                Ok(())
+            }
+            Err(Stop::Truncated) => {
+                let detail = match self.last_error.take() {
+                    Some(e) => format!("the last record is cut short: {e}"),
+                    None => "the last record is cut short".to_string(),
+                };
+                self.stop_truncated(&detail);
+                Ok(())
+            }
+            Err(Stop::Oversized { caplen }) => {
+                self.done = true;
+                Err(self.error(format!(
+                    "corrupt record: claims more than {} MiB ({caplen} bytes), larger than any real frame",
+                    MAX_CAPACITY >> 20
+                )))
+            }
+            Err(Stop::Io(e)) if e.kind() == ErrorKind::UnexpectedEof => {
+                self.stop_truncated(&format!("compressed stream ends early: {e}"));
+                Ok(())
+            }
+            Err(Stop::Io(e)) => {
+                self.done = true;
+                Err(self.error(format!("read error: {e}")))
+            }
+        }
+    }
+
+    fn advance_parser(&mut self) -> Result<(), CaptureError> {
         while !self.done {
-            match self.reader.next() {
+            let Inner::Parser(reader) = &mut self.inner else {
+                return Ok(());
+            };
+            match reader.next() {
                 Ok((consumed, block)) => {
                     if consumed == 0 {
                         // The parser made no progress: never loop on it.
@@ -213,7 +326,7 @@ impl FileReader {
                         &mut self.stats,
                         self.last_ts,
                     );
-                    self.reader.consume(consumed);
+                    reader.consume(consumed);
                     if let Some(h) = head {
                         if h.ts_ns < self.last_ts {
                             self.stats.timestamps_backwards += 1;
@@ -225,7 +338,7 @@ impl FileReader {
                 }
                 Err(PcapError::Eof) => self.done = true,
                 Err(PcapError::Incomplete(_)) => {
-                    if self.reader.refill().is_err() {
+                    if reader.refill().is_err() {
                         return self.read_failed();
                     }
                 }
@@ -239,8 +352,8 @@ impl FileReader {
                         )));
                     }
                     self.capacity *= 2;
-                    self.reader.grow(self.capacity);
-                    if self.reader.refill().is_err() {
+                    reader.grow(self.capacity);
+                    if reader.refill().is_err() {
                         return self.read_failed();
                     }
                 }
@@ -374,11 +487,15 @@ impl FileReader {
     }
 
     pub(crate) fn head(&self, frame: u64, source: usize) -> Option<Packet<'_>> {
+        let data = match (&self.inner, &self.record) {
+            (Inner::Pcap(r), Some(rec)) => r.data(rec),
+            _ => &self.buf,
+        };
         self.head.map(|h| Packet {
             frame,
             ts_ns: h.ts_ns,
             link: h.link,
-            data: &self.buf,
+            data,
             orig_len: h.orig_len,
             source,
         })
@@ -393,7 +510,10 @@ impl FileReader {
     }
 
     pub(crate) fn offset(&self) -> u64 {
-        self.reader.consumed() as u64
+        match &self.inner {
+            Inner::Pcap(r) => r.offset(),
+            Inner::Parser(r) => r.consumed() as u64,
+        }
     }
 
     /// The name given at opening (the path, or `-`).

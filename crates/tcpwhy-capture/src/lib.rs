@@ -14,6 +14,7 @@
 
 mod file;
 mod open;
+mod pcap;
 
 pub use file::FileReader;
 use std::fmt;

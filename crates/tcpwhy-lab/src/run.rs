@@ -327,6 +327,7 @@ pub fn phase_json(p: &Phase) -> Value {
         "p50_ms": l.p50().map(ms),
         "p99_ms": l.p99().map(ms),
         "max_ms": l.max().map(ms),
+        "histogram": l.histogram().iter().map(|(k, n)| (k.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "capture": p.capture.as_ref().map(|c| c.to_string_lossy().into_owned()),
         "analyzer": p.analyzer,
         "findings": p.named.iter().map(|(id, n, cost)| json!({"id": id, "count": n, "cost_ms": cost})).collect::<Vec<_>>(),

@@ -106,10 +106,15 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     assert!(p50(&v, "broken") > 2.0, "{v}");
     assert!(p50(&v, "fixed") < 2.0, "{v}");
     assert!(samples(&v, "broken") >= 3);
+    // Every reconnect the client measured as slow shows the exchange, and no other. (Not
+    // always all of them: once in a loaded full run the kernel accepted one SYN at once, 0.4 ms,
+    // after its old connection had lost 38 segments; the analyzer was right to name only two.)
+    let slow = samples(&v, "broken") - phase(&v, "broken")["histogram"]["<1ms"].as_u64().unwrap();
+    assert!(slow >= 2, "most reconnects meet TIME-WAIT: {v}");
     assert_eq!(
         shown(&v, "broken"),
-        samples(&v, "broken"),
-        "every reconnect shows the exchange: {v}"
+        slow,
+        "every slow reconnect shows the exchange: {v}"
     );
     assert_eq!(shown(&v, "fixed"), 0);
 
