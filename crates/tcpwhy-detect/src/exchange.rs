@@ -18,7 +18,7 @@
 //! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
 //!   congestion window grows).
 
-use crate::detectors::PerConn;
+use crate::detectors::ConnState;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
@@ -48,7 +48,7 @@ pub struct Exchange {
 }
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     req_first: Option<At>,
     req_last: Option<At>,
     req_bytes: u64,
@@ -94,17 +94,21 @@ fn held(prev: Option<At>, ack: Option<At>, now: At) -> i64 {
 
 /// Follows every connection's exchanges.
 #[derive(Default)]
-pub struct Exchanges {
-    conns: PerConn<State>,
-}
+pub struct Exchanges;
 
 impl Exchanges {
-    pub fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, out: &mut Vec<Exchange>) {
+    pub fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        out: &mut Vec<Exchange>,
+    ) {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.exchange.get();
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             match (seg.window, st.zero_since) {
@@ -192,8 +196,8 @@ impl Exchanges {
         }
     }
 
-    pub fn finished(&mut self, c: &Connection, out: &mut Vec<Exchange>) {
-        if let Some(mut st) = self.conns.take(c, Side::Client) {
+    pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Exchange>) {
+        if let Some(mut st) = cs.exchange.take() {
             if let Some(x) = st.close(c) {
                 out.push(x);
             }

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod detectors;
+pub use detectors::ConnState;
 mod exchange;
 mod finding;
 mod stall;
@@ -34,12 +35,21 @@ pub trait Detector {
     }
     /// Stop emitting `id` (one of `info()` and `also()`).
     fn disable(&mut self, _id: &str) {}
-    /// Every segment of every connection, after the tracker accounted it.
-    fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {}
+    /// Every segment of every connection, after the tracker accounted it. The detector keeps
+    /// what it needs about the connection in its own field of `cs`.
+    fn segment(
+        &mut self,
+        _cs: &mut ConnState,
+        _c: &Connection,
+        _ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
+    }
     /// A stall the transfer model found (a gap without progress, classified).
-    fn stall(&mut self, _c: &Connection, _s: &Stall, _out: &mut Vec<Finding>) {}
-    /// The connection is finished: emit what is pending and forget it.
-    fn finished(&mut self, _c: &Connection, _out: &mut Vec<Finding>) {}
+    fn stall(&mut self, _cs: &mut ConnState, _c: &Connection, _s: &Stall, _out: &mut Vec<Finding>) {
+    }
+    /// The connection is finished: emit what is pending and take its state out of `cs`.
+    fn finished(&mut self, _cs: &mut ConnState, _c: &Connection, _out: &mut Vec<Finding>) {}
 }
 
 /// Every detector, in the order they run.
@@ -67,6 +77,10 @@ pub trait Output {
     fn check(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+    /// The tracker's moment (see `tcpwhy_track::Moment`): records that follow happen then.
+    fn moment(&mut self, _m: tcpwhy_track::Moment) {}
+    /// A connection started.
+    fn started(&mut self, _c: &Connection) {}
 }
 
 /// The detectors between the tracker and an output: a [`Sink`] for the tracker.
@@ -78,6 +92,7 @@ pub struct Detectors<'a> {
     xbuf: Vec<Exchange>,
     stalls: stall::Stalls,
     sbuf: Vec<Stall>,
+    states: detectors::States,
 }
 
 impl<'a> Detectors<'a> {
@@ -106,6 +121,7 @@ impl<'a> Detectors<'a> {
             xbuf: Vec::new(),
             stalls: Default::default(),
             sbuf: Vec::new(),
+            states: Default::default(),
         }
     }
 
@@ -127,15 +143,24 @@ impl<'a> Detectors<'a> {
 }
 
 impl Sink for Detectors<'_> {
+    fn moment(&mut self, m: tcpwhy_track::Moment) {
+        self.out.moment(m);
+    }
+
+    fn started(&mut self, c: &Connection) {
+        self.out.started(c);
+    }
+
     fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
+        let cs = self.states.get(c);
         for d in self.active.iter_mut() {
-            d.segment(c, ev, &mut self.buf);
+            d.segment(cs, c, ev, &mut self.buf);
         }
-        self.exchanges.segment(c, ev, &mut self.xbuf);
-        self.stalls.segment(c, ev, &mut self.sbuf);
+        self.exchanges.segment(cs, c, ev, &mut self.xbuf);
+        self.stalls.segment(cs, c, ev, &mut self.sbuf);
         for s in &self.sbuf {
             for d in self.active.iter_mut() {
-                d.stall(c, s, &mut self.buf);
+                d.stall(cs, c, s, &mut self.buf);
             }
         }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
@@ -144,11 +169,13 @@ impl Sink for Detectors<'_> {
     }
 
     fn connection(&mut self, c: &Connection) {
+        let cs = self.states.get(c);
         for d in self.active.iter_mut() {
-            d.finished(c, &mut self.buf);
+            d.finished(cs, c, &mut self.buf);
         }
-        self.exchanges.finished(c, &mut self.xbuf);
-        self.stalls.finished(c);
+        self.exchanges.finished(cs, c, &mut self.xbuf);
+        self.stalls.finished(cs);
+        self.states.release(c);
         self.buf
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();

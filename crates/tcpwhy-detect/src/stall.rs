@@ -18,7 +18,7 @@
 //!
 //! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
 
-use crate::detectors::{rtt_ns, PerConn, MS};
+use crate::detectors::{rtt_ns, ConnState, MS};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
@@ -82,7 +82,7 @@ pub struct Stall {
 }
 
 #[derive(Default, Debug)]
-struct Dir {
+pub(crate) struct Dir {
     /// The sender has sent data since the peer last did.
     active: bool,
     run_bytes: u64,
@@ -107,12 +107,16 @@ enum Resume {
 
 /// Follows every connection's transfers, both directions.
 #[derive(Default)]
-pub struct Stalls {
-    dirs: PerConn<Dir>,
-}
+pub struct Stalls;
 
 impl Stalls {
-    pub fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, out: &mut Vec<Stall>) {
+    pub fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        out: &mut Vec<Stall>,
+    ) {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() {
             return;
@@ -122,7 +126,7 @@ impl Stalls {
         let mss = u64::from(c.endpoint(ev.from).mss.unwrap_or(536));
         // As the sender of its own data.
         if seg.payload_len > 0 {
-            let d = self.dirs.get(c, ev.from);
+            let d = cs.stall.get(ev.from);
             let end = seg.seq + seg.payload_len;
             if !d.active {
                 *d = Dir {
@@ -160,7 +164,7 @@ impl Stalls {
         let spoke = seg.payload_len > 0;
         // The tracker has accounted this segment: its window, scaled when scaling is on.
         let window = c.endpoint(ev.from).window_scaled;
-        let d = self.dirs.get(c, peer);
+        let d = cs.stall.get(peer);
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).
             d.active = false;
@@ -185,9 +189,9 @@ impl Stalls {
         }
     }
 
-    pub fn finished(&mut self, c: &Connection) {
-        self.dirs.take(c, Side::Client);
-        self.dirs.take(c, Side::Server);
+    pub fn finished(&mut self, cs: &mut ConnState) {
+        cs.stall.take(Side::Client);
+        cs.stall.take(Side::Server);
     }
 }
 

@@ -532,3 +532,13 @@ fn sender_limited_only_for_pauses_inside_an_answer() {
     ]));
     assert!(!ids(&f).contains(&"sender-limited"), "{f:?}");
 }
+
+#[test]
+fn per_connection_state_size() {
+    // Every detector's state for one connection lives in one ConnState (issue 7's memory
+    // budget is about 1 KB per open connection plus the tracker's Connection): print it.
+    let size = std::mem::size_of::<crate::ConnState>();
+    eprintln!("size_of::<ConnState>() = {size}");
+    crate::detectors::print_sizes();
+    assert!(size <= 4096, "{size}");
+}

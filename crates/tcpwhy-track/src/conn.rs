@@ -188,7 +188,9 @@ impl Handshake {
 /// One TCP connection: one generation of one 4-tuple.
 #[derive(Clone, Debug)]
 pub struct Connection {
-    /// 1-based, in the order connections started.
+    /// The frame number of the connection's first packet: unique, ascending in the order
+    /// connections started, the same whatever else the capture holds or how the work was
+    /// shared among threads, and a place to jump to in Wireshark (Go to Packet).
     pub id: u64,
     pub client: Endpoint,
     pub server: Endpoint,

@@ -31,7 +31,7 @@ mod table;
 pub use analyzer::{Analyzer, Stats};
 pub use conn::{Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage};
 pub use endpoint::{At, Endpoint, RttStats};
-pub use table::{Config, SegmentEvent, Sink, Tracker, TrackerStats};
+pub use table::{flow_hash, shard_of, Config, Moment, SegmentEvent, Sink, Tracker, TrackerStats};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 
 use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
 use crate::endpoint::At;
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::IpAddr;
@@ -20,6 +20,55 @@ pub trait Sink {
     fn connection(&mut self, c: &Connection);
     /// Every segment, after the tracker accounted it (detectors watch these).
     fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>) {}
+    /// A connection was created (its first packet follows as a `segment`).
+    fn started(&mut self, _c: &Connection) {}
+    /// The tracker is at this moment: whatever it reports next, until the next call, happens
+    /// then. Moments only go forward; see [`Moment`].
+    fn moment(&mut self, _m: Moment) {}
+}
+
+/// When the tracker reports something, as a key that orders every report of a run the same
+/// way whatever the tracker saw of the rest of the capture: a connection that expires at its
+/// deadline, the packet being processed, or the end of the capture. Several trackers that
+/// each follow a share of the connections (sharded by [`flow_hash`]) report moments that,
+/// merged in order, give exactly the reports of one tracker following them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Moment {
+    /// Capture time (ns; `i64::MAX` at the end).
+    pub ts_ns: i64,
+    /// 0: a timer ran out at `ts_ns`; 1: a packet at `ts_ns`; 2: the end of the capture.
+    pub phase: u8,
+    /// The packet's frame number (phase 1).
+    pub frame: u64,
+    /// The connection finished (phases 0 and 2).
+    pub id: u64,
+}
+
+impl Moment {
+    fn timer(ts_ns: i64, id: u64) -> Moment {
+        Moment {
+            ts_ns,
+            phase: 0,
+            frame: 0,
+            id,
+        }
+    }
+    fn packet(at: At) -> Moment {
+        Moment {
+            ts_ns: at.ts_ns,
+            phase: 1,
+            frame: at.frame,
+            id: 0,
+        }
+    }
+    fn end(id: u64) -> Moment {
+        Moment {
+            ts_ns: i64::MAX,
+            phase: 2,
+            frame: 0,
+            id,
+        }
+    }
 }
 
 /// One segment as the tracker saw it, for detectors.
@@ -45,8 +94,13 @@ impl<F: FnMut(&Connection)> Sink for F {
 pub struct Config {
     /// A connection with no packet for this long is finished (Zeek's tcp_inactivity_timeout).
     pub idle_timeout_ns: i64,
-    /// A closed connection is kept this long for late packets (retransmitted FINs, last ACKs).
+    /// A closed connection is kept this long after its last packet for late ones (the last
+    /// ACK, FINs sent again when it was lost: 0.2, 0.4, 0.8, 1.6 s apart).
     pub closed_linger_ns: i64,
+    /// An attempt reset before its handshake completed is kept this long: the client sends the
+    /// same SYN again after 2 jiffies (Linux >= 5.6), 1 s (RFC 6298) or 3 s (older stacks), and
+    /// that SYN belongs to the same connection (a stale-state exchange).
+    pub reset_attempt_linger_ns: i64,
     /// How long the facts about a finished connection are kept for the next SYN on its 4-tuple:
     /// 300 s covers TIME-WAIT (60 s) and a full Linux ISN wrap (274.9 s).
     pub history_ns: i64,
@@ -60,7 +114,8 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             idle_timeout_ns: 300 * SEC,
-            closed_linger_ns: 10 * SEC,
+            closed_linger_ns: 2 * SEC,
+            reset_attempt_linger_ns: 10 * SEC,
             history_ns: 300 * SEC,
             max_connections: 1_000_000,
         }
@@ -77,29 +132,113 @@ struct FlowKey {
 }
 
 impl FlowKey {
-    fn of(seg: &TcpSegment) -> FlowKey {
-        let a = (seg.src, seg.src_port);
-        let b = (seg.dst, seg.dst_port);
+    fn new(a: (IpAddr, u16), b: (IpAddr, u16)) -> FlowKey {
         if a <= b {
             FlowKey { lo: a, hi: b }
         } else {
             FlowKey { lo: b, hi: a }
         }
     }
+    fn of(seg: &TcpSegment) -> FlowKey {
+        FlowKey::new((seg.src, seg.src_port), (seg.dst, seg.dst_port))
+    }
+    fn of_conn(c: &Connection) -> FlowKey {
+        FlowKey::new(
+            (c.client.addr, c.client.port),
+            (c.server.addr, c.server.port),
+        )
+    }
+    fn hash(&self) -> u64 {
+        let word = |(a, p): (IpAddr, u16)| -> u64 {
+            let a = match a {
+                IpAddr::V4(v) => u64::from(u32::from(v)),
+                IpAddr::V6(v) => {
+                    let x = u128::from(v);
+                    fmix64((x >> 64) as u64) ^ (x as u64) ^ (1 << 63)
+                }
+            };
+            a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(p)
+        };
+        fmix64(word(self.lo) ^ fmix64(word(self.hi)))
+    }
 }
 
-/// An entry in a deadline queue; stale when the slot now holds another connection.
+/// MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
+fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// The hash of a segment's 4-tuple, the same in both directions: the tracker's table is keyed
+/// by it, and a caller spreading connections over several trackers can shard by it (bits
+/// 20..52 are independent of the bits the table uses).
+pub fn flow_hash(seg: &TcpSegment) -> u64 {
+    FlowKey::of(seg).hash()
+}
+
+/// Which of `shards` trackers follows the connection whose 4-tuple hashes to `hash`.
+pub fn shard_of(hash: u64, shards: usize) -> usize {
+    ((((hash >> 20) & 0xFFFF_FFFF) * shards as u64) >> 32) as usize
+}
+
+/// An entry in a deadline queue; stale when the slot now holds another connection. Queues pop
+/// in (deadline, id) order, so connections due at once finish in the order they started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Timer {
     deadline: i64,
-    slot: u32,
     id: u64,
+    slot: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct History {
+    key: FlowKey,
+    hash: u64,
     prev: Predecessor,
     client: (IpAddr, u16),
+}
+
+/// Connections stored in fixed chunks: growing never moves (copies) the ones already stored.
+struct Slots {
+    chunks: Vec<Box<[Option<Connection>]>>,
+    len: usize,
+}
+
+const CHUNK: usize = 256;
+
+impl Slots {
+    fn get(&self, slot: u32) -> Option<&Connection> {
+        let i = slot as usize;
+        self.chunks.get(i / CHUNK)?[i % CHUNK].as_ref()
+    }
+    fn get_mut(&mut self, slot: u32) -> Option<&mut Connection> {
+        let i = slot as usize;
+        self.chunks.get_mut(i / CHUNK)?[i % CHUNK].as_mut()
+    }
+    fn take(&mut self, slot: u32) -> Option<Connection> {
+        let i = slot as usize;
+        self.chunks.get_mut(i / CHUNK)?[i % CHUNK].take()
+    }
+    fn put(&mut self, slot: u32, c: Connection) {
+        let i = slot as usize;
+        if let Some(chunk) = self.chunks.get_mut(i / CHUNK) {
+            chunk[i % CHUNK] = Some(c);
+        }
+    }
+    /// A slot never used before.
+    fn grow(&mut self) -> u32 {
+        if self.len == self.chunks.len() * CHUNK {
+            self.chunks.push((0..CHUNK).map(|_| None).collect());
+        }
+        self.len += 1;
+        (self.len - 1) as u32
+    }
+    fn iter(&self) -> impl Iterator<Item = &Connection> {
+        self.chunks.iter().flat_map(|c| c.iter().flatten())
+    }
 }
 
 /// Counters the summary reports.
@@ -112,17 +251,19 @@ pub struct TrackerStats {
 
 pub struct Tracker {
     cfg: Config,
-    map: FxHashMap<FlowKey, u32>,
-    slots: Vec<Option<Connection>>,
+    /// 4-tuple -> slot, by the tuple's hash (equality is checked against the connection).
+    index: HashTable<u32>,
+    slots: Slots,
+    /// Each slot's tuple hash (for the index's rehashing and removal).
+    hashes: Vec<u64>,
     free: Vec<u32>,
     open: usize,
     /// Min-heaps by deadline: a timer pushed again after later activity must not wait behind
     /// every timer queued since (with FIFO queues a closed connection lingered twice as long).
     idle_q: BinaryHeap<Reverse<Timer>>,
     close_q: BinaryHeap<Reverse<Timer>>,
-    history: FxHashMap<FlowKey, History>,
-    history_q: VecDeque<(i64, FlowKey, u64)>,
-    next_id: u64,
+    history: HashTable<History>,
+    history_q: VecDeque<(i64, u64, u64)>,
     /// The latest capture time seen (timestamps may step backwards; timers do not).
     now: i64,
     stats: TrackerStats,
@@ -176,15 +317,18 @@ impl Tracker {
     pub fn new(cfg: Config) -> Tracker {
         Tracker {
             cfg,
-            map: FxHashMap::default(),
-            slots: Vec::new(),
+            index: HashTable::new(),
+            slots: Slots {
+                chunks: Vec::new(),
+                len: 0,
+            },
+            hashes: Vec::new(),
             free: Vec::new(),
             open: 0,
             idle_q: BinaryHeap::new(),
             close_q: BinaryHeap::new(),
-            history: FxHashMap::default(),
+            history: HashTable::new(),
             history_q: VecDeque::new(),
-            next_id: 1,
             now: i64::MIN,
             stats: TrackerStats::default(),
         }
@@ -197,10 +341,7 @@ impl Tracker {
     /// Connections currently tracked.
     /// The slots of the connections tracked now (each connection's `slot`), for tests.
     pub fn live_slots(&self) -> Vec<u32> {
-        self.slots
-            .iter()
-            .filter_map(|c| c.as_ref().map(|c| c.slot))
-            .collect()
+        self.slots.iter().map(|c| c.slot).collect()
     }
 
     pub fn open_connections(&self) -> usize {
@@ -209,10 +350,29 @@ impl Tracker {
 
     /// Feed one TCP segment.
     pub fn segment(&mut self, seg: &TcpSegment, at: At, frame_len: u32, sink: &mut dyn Sink) {
-        if at.ts_ns > self.now {
-            self.now = at.ts_ns;
+        self.segment_hashed(seg, flow_hash(seg), at, frame_len, sink);
+    }
+
+    /// Move capture time to `ts_ns` (if later): connections whose timers ran out by then are
+    /// finished. A sharded caller tells every tracker where the capture is, so that trackers
+    /// seeing no packets for a while still finish their connections on time.
+    pub fn advance_to(&mut self, ts_ns: i64, sink: &mut dyn Sink) {
+        if ts_ns > self.now {
+            self.now = ts_ns;
             self.expire(sink);
         }
+    }
+
+    /// Feed one TCP segment whose [`flow_hash`] the caller already has.
+    pub fn segment_hashed(
+        &mut self,
+        seg: &TcpSegment,
+        hash: u64,
+        at: At,
+        frame_len: u32,
+        sink: &mut dyn Sink,
+    ) {
+        self.advance_to(at.ts_ns, sink);
         // Connections and detectors see capture time that never steps back: a frame stamped
         // earlier than one before it (merged interfaces, a clock adjusted) counts as "now", so
         // every interval measured is >= 0 and intervals never overlap (their sum stays within
@@ -221,24 +381,35 @@ impl Tracker {
             frame: at.frame,
             ts_ns: at.ts_ns.max(self.now),
         };
-        let key = FlowKey::of(seg);
-        let slot = match self.map.get(&key).copied() {
+        sink.moment(Moment::packet(at));
+        let slots = &self.slots;
+        let found = self
+            .index
+            .find(hash, |&s| slots.get(s).is_some_and(|c| same_tuple(c, seg)))
+            .copied();
+        let slot = match found {
             Some(slot) => {
                 if self.starts_new_generation(slot, seg) {
                     let prev = self.predecessor(slot);
                     self.finish(slot, EndReason::Superseded, sink);
-                    self.create(key, seg, at, prev, sink)
+                    self.create(hash, seg, at, prev, sink)
                 } else {
                     slot
                 }
             }
             None => {
-                let prev = self.history.remove(&key).map(|h| (h.prev, h.client));
-                self.create(key, seg, at, prev, sink)
+                let key = FlowKey::of(seg);
+                let prev = self
+                    .history
+                    .find_entry(hash, |h| h.key == key)
+                    .ok()
+                    .map(|e| e.remove().0)
+                    .map(|h| (h.prev, h.client));
+                self.create(hash, seg, at, prev, sink)
             }
         };
         if let Some((from, new_data, retransmission)) = self.update(slot, seg, at, frame_len) {
-            if let Some(c) = self.slots[slot as usize].as_ref() {
+            if let Some(c) = self.slots.get(slot) {
                 let ev = SegmentEvent {
                     seg,
                     at,
@@ -256,7 +427,7 @@ impl Tracker {
         if !seg.flags.syn() || seg.flags.ack() {
             return false;
         }
-        let Some(c) = self.slots[slot as usize].as_ref() else {
+        let Some(c) = self.slots.get(slot) else {
             return false;
         };
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
@@ -271,12 +442,12 @@ impl Tracker {
     }
 
     fn predecessor(&self, slot: u32) -> Option<(Predecessor, (IpAddr, u16))> {
-        self.slots[slot as usize].as_ref().map(history_of)
+        self.slots.get(slot).map(history_of)
     }
 
     fn create(
         &mut self,
-        key: FlowKey,
+        hash: u64,
         seg: &TcpSegment,
         at: At,
         prev: Option<(Predecessor, (IpAddr, u16))>,
@@ -292,8 +463,9 @@ impl Tracker {
         } else {
             (dst, src)
         };
-        let id = self.next_id;
-        self.next_id += 1;
+        // A connection is named by the frame number of its first packet: unique, in the order
+        // connections start, and the same however the capture is shared among trackers.
+        let id = at.frame;
         let mut conn = Connection::new(id, client, server, role, at);
         if let Some((mut p, old_client)) = prev {
             p.same_client = old_client == client;
@@ -302,21 +474,27 @@ impl Tracker {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
-                self.slots.push(None);
-                (self.slots.len() - 1) as u32
+                self.hashes.push(0);
+                self.slots.grow()
             }
         };
         conn.slot = slot;
-        self.slots[slot as usize] = Some(conn);
-        self.map.insert(key, slot);
+        self.slots.put(slot, conn);
+        self.hashes[slot as usize] = hash;
+        let hashes = &self.hashes;
+        self.index
+            .insert_unique(hash, slot, |&s| hashes[s as usize]);
         self.open += 1;
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
         self.idle_q.push(Reverse(Timer {
             deadline: at.ts_ns + self.cfg.idle_timeout_ns,
-            slot,
             id,
+            slot,
         }));
+        if let Some(c) = self.slots.get(slot) {
+            sink.started(c);
+        }
         slot
     }
 
@@ -328,7 +506,7 @@ impl Tracker {
         at: At,
         frame_len: u32,
     ) -> Option<(Side, bool, bool)> {
-        let c = self.slots[slot as usize].as_mut()?;
+        let c = self.slots.get_mut(slot)?;
         c.last = at;
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
         let side = if from_client {
@@ -435,9 +613,9 @@ impl Tracker {
         if closed && c.closed_at.is_none() {
             c.closed_at = Some(at.ts_ns);
             self.close_q.push(Reverse(Timer {
-                deadline: at.ts_ns + self.cfg.closed_linger_ns,
-                slot,
+                deadline: at.ts_ns + linger(&self.cfg, c),
                 id: c.id,
+                slot,
             }));
         } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
             // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
@@ -449,52 +627,76 @@ impl Tracker {
     }
 
     fn live(&self, t: &Timer) -> Option<&Connection> {
-        self.slots
-            .get(t.slot as usize)?
-            .as_ref()
-            .filter(|c| c.id == t.id)
+        self.slots.get(t.slot).filter(|c| c.id == t.id)
     }
 
-    /// Finish connections whose timers ran out at `self.now`.
+    /// Finish connections whose timers ran out at `self.now`, in (deadline, id) order over
+    /// both queues. A timer whose connection was active since it was queued goes back with the
+    /// later deadline; each connection finishes at its true deadline, announced as its moment.
     fn expire(&mut self, sink: &mut dyn Sink) {
         let now = self.now;
-        while let Some(&Reverse(t)) = self.close_q.peek() {
-            if t.deadline > now {
-                break;
-            }
-            self.close_q.pop();
-            // Still closed (a SYN may have revived it), and quiet for the linger time?
-            let Some(c) = self.live(&t).filter(|c| c.closed_at.is_some()) else {
-                continue;
+        loop {
+            let close = self
+                .close_q
+                .peek()
+                .map(|r| r.0)
+                .filter(|t| t.deadline <= now);
+            let idle = self
+                .idle_q
+                .peek()
+                .map(|r| r.0)
+                .filter(|t| t.deadline <= now);
+            let (t, closing) = match (close, idle) {
+                (Some(c), Some(i)) if c <= i => (c, true),
+                (Some(c), None) => (c, true),
+                (_, Some(i)) => (i, false),
+                (None, None) => break,
             };
-            let deadline = c.last.ts_ns + self.cfg.closed_linger_ns;
-            if deadline <= now {
-                self.finish(t.slot, EndReason::Closed, sink);
+            if closing {
+                self.close_q.pop();
             } else {
-                self.close_q.push(Reverse(Timer { deadline, ..t }));
+                self.idle_q.pop();
             }
-        }
-        while let Some(&Reverse(t)) = self.idle_q.peek() {
-            if t.deadline > now {
-                break;
-            }
-            self.idle_q.pop();
             let Some(c) = self.live(&t) else { continue };
-            let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
-            if deadline <= now {
-                self.finish(t.slot, EndReason::IdleTimeout, sink);
+            let due = if closing {
+                // Still closed (a SYN may have revived it), and quiet for the linger time?
+                if c.closed_at.is_none() {
+                    continue;
+                }
+                c.last.ts_ns + linger(&self.cfg, c)
             } else {
-                self.idle_q.push(Reverse(Timer { deadline, ..t }));
+                c.last.ts_ns + self.cfg.idle_timeout_ns
+            };
+            if due > t.deadline {
+                let q = if closing {
+                    &mut self.close_q
+                } else {
+                    &mut self.idle_q
+                };
+                q.push(Reverse(Timer { deadline: due, ..t }));
+                continue;
             }
+            sink.moment(Moment::timer(due, t.id));
+            let reason = if closing {
+                EndReason::Closed
+            } else {
+                EndReason::IdleTimeout
+            };
+            self.finish(t.slot, reason, sink);
         }
-        while let Some(&(deadline, key, id)) = self.history_q.front() {
+        while let Some(&(deadline, hash, id)) = self.history_q.front() {
             if deadline > now {
                 break;
             }
             self.history_q.pop_front();
-            if self.history.get(&key).is_some_and(|h| h.prev.id == id) {
-                self.history.remove(&key);
-            }
+            self.forget(hash, id);
+        }
+    }
+
+    /// Drop the history entry of connection `id`, if it is still the one for its tuple.
+    fn forget(&mut self, hash: u64, id: u64) {
+        if let Ok(e) = self.history.find_entry(hash, |h| h.prev.id == id) {
+            e.remove();
         }
     }
 
@@ -526,27 +728,37 @@ impl Tracker {
     }
 
     fn finish(&mut self, slot: u32, reason: EndReason, sink: &mut dyn Sink) {
-        let Some(mut c) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+        let Some(mut c) = self.slots.take(slot) else {
             return;
         };
         c.end_reason = reason;
         self.free.push(slot);
         self.open -= 1;
-        let key = FlowKey::of_conn(&c);
-        if self.map.get(&key) == Some(&slot) {
-            self.map.remove(&key);
+        let hash = self.hashes[slot as usize];
+        if let Ok(e) = self.index.find_entry(hash, |&s| s == slot) {
+            e.remove();
         }
         if reason != EndReason::Superseded {
             let (prev, client) = history_of(&c);
-            self.history.insert(key, History { prev, client });
+            let key = FlowKey::of_conn(&c);
+            let h = History {
+                key,
+                hash,
+                prev,
+                client,
+            };
+            match self.history.find_entry(hash, |h| h.key == key) {
+                Ok(mut e) => *e.get_mut() = h,
+                Err(_) => {
+                    self.history.insert_unique(hash, h, |h| h.hash);
+                }
+            }
             self.history_q
-                .push_back((c.last.ts_ns + self.cfg.history_ns, key, c.id));
+                .push_back((c.last.ts_ns + self.cfg.history_ns, hash, c.id));
             // History is bounded like the table: the oldest facts go first.
             while self.history_q.len() > self.cfg.max_connections.max(1) {
-                if let Some((_, k, id)) = self.history_q.pop_front() {
-                    if self.history.get(&k).is_some_and(|h| h.prev.id == id) {
-                        self.history.remove(&k);
-                    }
+                if let Some((_, hash, id)) = self.history_q.pop_front() {
+                    self.forget(hash, id);
                 }
             }
         }
@@ -555,21 +767,39 @@ impl Tracker {
 
     /// The capture ended: finish every connection still tracked, in the order they started.
     pub fn finish_all(&mut self, sink: &mut dyn Sink) {
-        let mut live: Vec<(u64, u32)> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|c| (c.id, i as u32)))
-            .collect();
+        let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id, c.slot)).collect();
         live.sort_unstable();
-        for (_, slot) in live {
-            let reason = match self.slots[slot as usize].as_ref().and_then(|c| c.closed_at) {
+        for (id, slot) in live {
+            let reason = match self.slots.get(slot).and_then(|c| c.closed_at) {
                 Some(_) => EndReason::Closed,
                 None => EndReason::CaptureEnd,
             };
+            sink.moment(Moment::end(id));
             self.finish(slot, reason, sink);
         }
     }
+}
+
+/// How long a closed connection waits for late packets after its last one.
+fn linger(cfg: &Config, c: &Connection) -> i64 {
+    let reset_attempt = c.handshake.syn_ack.is_none()
+        && c.client.isn.is_some()
+        && (c.client.rst.is_some() || c.server.rst.is_some());
+    if reset_attempt {
+        cfg.reset_attempt_linger_ns.max(cfg.closed_linger_ns)
+    } else {
+        cfg.closed_linger_ns
+    }
+}
+
+/// The segment travels between the two ends of `c` (in either direction).
+fn same_tuple(c: &Connection, seg: &TcpSegment) -> bool {
+    let (a, b) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
+    let (cl, sv) = (
+        (c.client.addr, c.client.port),
+        (c.server.addr, c.server.port),
+    );
+    (a == cl && b == sv) || (a == sv && b == cl)
 }
 
 /// What the next connection on the tuple needs to know about `c`, and who its client was.
@@ -586,16 +816,4 @@ fn history_of(c: &Connection) -> (Predecessor, (IpAddr, u16)) {
         timestamps: c.client.timestamps && c.server.timestamps,
     };
     (p, (c.client.addr, c.client.port))
-}
-
-impl FlowKey {
-    fn of_conn(c: &Connection) -> FlowKey {
-        let a = (c.client.addr, c.client.port);
-        let b = (c.server.addr, c.server.port);
-        if a <= b {
-            FlowKey { lo: a, hi: b }
-        } else {
-            FlowKey { lo: b, hi: a }
-        }
-    }
 }

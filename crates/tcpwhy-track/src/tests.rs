@@ -466,28 +466,219 @@ fn a_connection_closed_by_fins_is_finished_after_the_linger() {
 
 #[test]
 fn linger_ends_on_time_even_behind_later_timers() {
-    // A closes at 3 ms and sees a last ACK at 4 ms (its timer is pushed again at 10.003 s);
-    // B closes at 5 s (its timer was queued before A's second one). At 10.5 s A has lingered
-    // 10 s and must be finished although B is not due yet (a FIFO queue kept A until 15 s).
+    // A closes at 3 ms and sees a last ACK at 4 ms (its timer is pushed again, due 2.004 s);
+    // B closes at 1 s (its timer, due 3 s, was queued before A's second one). At 2.5 s A has
+    // lingered 2 s and must be finished although B is not due yet (a FIFO queue kept A until
+    // B's timer ran out).
     let mut r = Run::new();
     r.handshake(0, 1, 1000, 9000);
     r.seg(2, C, FIN | ACK, 1001, 9001, 0);
     r.seg(3, S, FIN | ACK, 9001, 1002, 0);
     r.seg(4, C, ACK, 1002, 9002, 0);
     let b = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), 40009);
-    r.seg_between(4_000, b, S, SYN, 50, 0, 0);
-    r.seg_between(4_001, S, b, SYN | ACK, 700, 51, 0);
-    r.seg_between(4_002, b, S, FIN | ACK, 51, 701, 0);
-    r.seg_between(5_000, S, b, FIN | ACK, 701, 52, 0);
-    r.seg_between(10_003, b, S, ACK, 52, 702, 0); // A's second timer is due at 10.004 s
+    r.seg_between(400, b, S, SYN, 50, 0, 0);
+    r.seg_between(401, S, b, SYN | ACK, 700, 51, 0);
+    r.seg_between(402, b, S, FIN | ACK, 51, 701, 0);
+    r.seg_between(1_000, S, b, FIN | ACK, 701, 52, 0);
+    r.seg_between(2_003, b, S, ACK, 52, 702, 0); // A's second timer is due at 2.004 s
     let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
-    r.seg(10_500, other, SYN, 1, 0, 0);
+    r.seg(2_500, other, SYN, 1, 0, 0);
     assert_eq!(
         r.done.len(),
         1,
-        "A finished after its 10 s linger, B still lingering"
+        "A finished after its 2 s linger, B still lingering"
     );
     assert_eq!(r.done[0].client.port, C.1);
+}
+
+#[test]
+fn an_attempt_reset_before_its_handshake_waits_for_the_same_syn_again() {
+    // SYN, an ACK with old numbers from earlier state, the client's RST; older stacks send the
+    // same SYN again 3 s later. That SYN belongs to the same attempt (one connection), although
+    // a connection closed after its handshake lingers only 2 s.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 5000, 0, 0);
+    r.seg(1, S, ACK, 777, 123_456, 0);
+    r.seg(1, C, RST, 123_456, 0, 0);
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(2_500, other, SYN, 1, 0, 0); // capture time moves on past 2 s
+    assert!(r.done.is_empty(), "the reset attempt still lingers");
+    r.handshake(3_001, 1, 5000, 9000);
+    let done = r.finish();
+    let mine: Vec<&Connection> = done.iter().filter(|c| c.client.port == C.1).collect();
+    assert_eq!(mine.len(), 1, "one connection: {mine:?}");
+    assert_eq!(mine[0].handshake.invalid_acks, 1);
+    assert_eq!(mine[0].client.syn_retransmits, 1);
+}
+
+/// What a tracker reports, each with the moment it was reported at.
+#[derive(Default)]
+struct Reports {
+    now: Option<Moment>,
+    seq: u32,
+    out: Vec<(Moment, u32, String)>,
+}
+
+impl Reports {
+    fn push(&mut self, what: String) {
+        let m = self.now.expect("a moment before any report");
+        self.out.push((m, self.seq, what));
+        self.seq += 1;
+    }
+}
+
+impl Sink for Reports {
+    fn moment(&mut self, m: Moment) {
+        if self.now != Some(m) {
+            self.seq = 0;
+        }
+        self.now = Some(m);
+    }
+    fn started(&mut self, c: &Connection) {
+        self.push(format!("start {}", c.id));
+    }
+    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
+        self.push(format!(
+            "seg {} frame {} at {} {:?} new {} retr {}",
+            c.id, ev.at.frame, ev.at.ts_ns, ev.from, ev.new_data, ev.retransmission
+        ));
+    }
+    fn connection(&mut self, c: &Connection) {
+        self.push(format!(
+            "done {} {:?} {:?} packets {}/{} prev {:?} invalid {}",
+            c.id,
+            c.end_reason,
+            c.close(),
+            c.client.packets,
+            c.server.packets,
+            c.prev.map(|p| p.id),
+            c.handshake.invalid_acks
+        ));
+    }
+}
+
+/// A deterministic stream of segments on 40 client ports to one server: handshakes, data,
+/// FIN and RST closes, ports reused with new ISNs or the same SYN again, idle gaps of up to
+/// 7 s (so linger and idle timers run out while other connections go on), timestamps that
+/// sometimes step back.
+fn random_traffic(n: usize) -> Vec<(TcpSegment, At)> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut out = Vec::new();
+    let mut t = 1_000 * MS;
+    let mut isn = [0u32; 40];
+    for frame in 1..=n as u64 {
+        t += match rnd(100) {
+            0 => 7_000 * MS,
+            1..=3 => 1_500 * MS,
+            _ => rnd(3 * MS as u64) as i64,
+        };
+        let ts = if rnd(50) == 0 { t - 5 * MS } else { t };
+        let port = rnd(40) as usize;
+        let cl = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40000 + port as u16);
+        let from_client = rnd(2) == 0;
+        let flags = match rnd(20) {
+            0 => {
+                if rnd(3) > 0 {
+                    isn[port] = isn[port].wrapping_add(1 + rnd(1 << 20) as u32);
+                }
+                SYN
+            }
+            1 => SYN | ACK,
+            2 => FIN | ACK,
+            3 => RST,
+            _ => ACK | PSH,
+        };
+        let (src, dst) = if from_client { (cl, S) } else { (S, cl) };
+        let seg = TcpSegment {
+            src: src.0,
+            dst: dst.0,
+            src_port: src.1,
+            dst_port: dst.1,
+            seq: Seq(isn[port].wrapping_add(rnd(5000) as u32)),
+            ack: Seq(rnd(5000) as u32),
+            flags: TcpFlags(flags),
+            window: 1000,
+            payload_len: if flags == ACK | PSH {
+                rnd(1400) as u32
+            } else {
+                0
+            },
+            options: TcpOptions::default(),
+            ip_id: frame as u16,
+            first_fragment: false,
+        };
+        out.push((seg, At { frame, ts_ns: ts }));
+    }
+    out
+}
+
+#[test]
+fn sharded_trackers_report_exactly_what_one_tracker_reports() {
+    let cfg = Config {
+        idle_timeout_ns: 5_000 * MS,
+        ..Config::default()
+    };
+    let traffic = random_traffic(20_000);
+    // Time never steps back for the trackers: the caller clamps it once for the capture.
+    let mut mono = i64::MIN;
+    let traffic: Vec<(TcpSegment, At)> = traffic
+        .into_iter()
+        .map(|(s, at)| {
+            mono = mono.max(at.ts_ns);
+            (s, At { ts_ns: mono, ..at })
+        })
+        .collect();
+
+    let mut one = Tracker::new(cfg.clone());
+    let mut r1 = Reports::default();
+    for (s, at) in &traffic {
+        one.segment(s, *at, 60, &mut r1);
+    }
+    one.finish_all(&mut r1);
+    assert!(
+        r1.out
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)),
+        "one tracker reports in moment order"
+    );
+    let kinds = |want: &str| r1.out.iter().filter(|r| r.2.contains(want)).count();
+    assert!(kinds("Superseded") > 50 && kinds("IdleTimeout") > 20 && kinds("Closed") > 50);
+    assert!(kinds("prev Some") > 50, "predecessors from history");
+
+    for shards in [2, 3, 7] {
+        let mut trackers: Vec<Tracker> = (0..shards).map(|_| Tracker::new(cfg.clone())).collect();
+        let mut reports: Vec<Reports> = (0..shards).map(|_| Reports::default()).collect();
+        for (i, (s, at)) in traffic.iter().enumerate() {
+            let k = shard_of(flow_hash(s), shards);
+            trackers[k].segment(s, *at, 60, &mut reports[k]);
+            // Every 64 packets all trackers learn where the capture is.
+            if i % 64 == 63 {
+                for (t, r) in trackers.iter_mut().zip(reports.iter_mut()) {
+                    t.advance_to(at.ts_ns, r);
+                }
+            }
+        }
+        for (t, r) in trackers.iter_mut().zip(reports.iter_mut()) {
+            t.finish_all(r);
+        }
+        assert!(
+            reports.iter().all(|r| !r.out.is_empty()),
+            "{shards} shards all used"
+        );
+        let mut merged: Vec<(Moment, u32, String)> =
+            reports.into_iter().flat_map(|r| r.out).collect();
+        merged.sort_by_key(|r| (r.0, r.1));
+        assert_eq!(merged.len(), r1.out.len(), "{shards} shards");
+        for (a, b) in merged.iter().zip(&r1.out) {
+            assert_eq!(a, b, "{shards} shards");
+        }
+    }
 }
 
 #[test]

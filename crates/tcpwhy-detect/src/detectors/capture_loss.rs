@@ -31,7 +31,7 @@ impl Detector for CaptureLoss {
         &INFO
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, _cs: &mut super::ConnState, c: &Connection, out: &mut Vec<Finding>) {
         let (cl, sv) = (c.client.unseen_acked_bytes, c.server.unseen_acked_bytes);
         // IP fragments are not reassembled: their peers acknowledge bytes counted nowhere.
         if cl + sv == 0 || c.client.ip_fragments || c.server.ip_fragments {

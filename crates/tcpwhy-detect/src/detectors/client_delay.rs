@@ -15,7 +15,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, PerConn, MS};
+use super::{rtt_ns, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -30,29 +30,33 @@ pub static INFO: Info = Info {
 const MIN_DELAY: i64 = 50 * MS;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     decided: bool,
     finding: Option<(tcpwhy_track::At, tcpwhy_track::At)>,
 }
 
 #[derive(Default)]
-pub struct ClientDelay {
-    conns: PerConn<State>,
-}
+pub struct ClientDelay {}
 
 impl Detector for ClientDelay {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         let Some(hs_ack) = c.handshake.ack else {
             return;
         };
         if ev.seg.payload_len == 0 || ev.at.frame <= hs_ack.frame {
             return;
         }
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.client_delay.get();
         if st.decided {
             return;
         }
@@ -66,8 +70,8 @@ impl Detector for ClientDelay {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = self.conns.take(c, Side::Client) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.client_delay.take() else {
             return;
         };
         let Some((ack, req)) = st.finding else { return };

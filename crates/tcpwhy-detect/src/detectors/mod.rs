@@ -37,56 +37,140 @@ pub fn all() -> Vec<Box<dyn Detector>> {
     ]
 }
 
-/// Per-connection (and per-direction) state a detector keeps while a connection is open: an
-/// array indexed by the tracker's slot (dense, reused after a connection is finished), two
-/// entries per slot, each tagged with the connection id it belongs to. No hashing per packet,
-/// and memory bounded by the tracker's table.
-#[derive(Debug)]
-pub(crate) struct PerConn<T> {
-    slab: Vec<Entry<T>>,
-}
-
+/// One detector's state for one connection (or one direction of it): it exists once the
+/// detector has looked at the connection (`get`), and is handed back once at the end (`take`:
+/// `None` if the detector never looked).
 #[derive(Debug, Default)]
-struct Entry<T> {
-    /// The connection this state belongs to (ids start at 1: 0 is empty).
-    id: u64,
+pub(crate) struct Lazy<T> {
+    used: bool,
     val: T,
 }
 
-impl<T> Default for PerConn<T> {
-    fn default() -> Self {
-        PerConn { slab: Vec::new() }
+impl<T: Default> Lazy<T> {
+    pub fn get(&mut self) -> &mut T {
+        self.used = true;
+        &mut self.val
+    }
+
+    pub fn take(&mut self) -> Option<T> {
+        if !self.used {
+            return None;
+        }
+        self.used = false;
+        Some(std::mem::take(&mut self.val))
     }
 }
 
-impl<T: Default> PerConn<T> {
-    fn index(c: &Connection, side: Side) -> usize {
-        c.slot as usize * 2 + usize::from(side == Side::Client)
+/// A detector's state for each direction of a connection, by the sending side.
+#[derive(Debug, Default)]
+pub(crate) struct PerSide<T> {
+    client: Lazy<T>,
+    server: Lazy<T>,
+}
+
+impl<T: Default> PerSide<T> {
+    pub fn get(&mut self, side: Side) -> &mut T {
+        match side {
+            Side::Client => self.client.get(),
+            Side::Server => self.server.get(),
+        }
     }
 
-    /// The state of `c`'s `side`, fresh if it belonged to an earlier connection in that slot.
-    pub fn get(&mut self, c: &Connection, side: Side) -> &mut T {
-        let i = Self::index(c, side);
-        if i >= self.slab.len() {
-            let len = (i + 1).max(self.slab.len() + self.slab.len() / 2).max(64);
-            self.slab.resize_with(len, Entry::default);
+    pub fn take(&mut self, side: Side) -> Option<T> {
+        match side {
+            Side::Client => self.client.take(),
+            Side::Server => self.server.take(),
         }
-        let e = &mut self.slab[i];
-        if e.id != c.id {
-            e.id = c.id;
-            e.val = T::default();
+    }
+}
+
+/// Every detector's state for one connection, side by side: a packet touches one place in
+/// memory, not one per detector (each detector had its own table; with hundreds of thousands
+/// of connections that was a cache miss per detector per packet).
+#[derive(Debug, Default)]
+pub struct ConnState {
+    pub(crate) syn_stale_state: Lazy<syn_stale_state::State>,
+    pub(crate) syn_unanswered: Lazy<syn_unanswered::State>,
+    pub(crate) syn_refused: Lazy<syn_refused::State>,
+    pub(crate) slow_start_restart: PerSide<slow_start_restart::State>,
+    pub(crate) nagle_delayed_ack: PerSide<nagle_delayed_ack::State>,
+    pub(crate) retx: PerSide<retx::State>,
+    pub(crate) zero_window: PerSide<zero_window::State>,
+    pub(crate) server_delay: Lazy<server_delay::State>,
+    pub(crate) path_latency: Lazy<path_latency::State>,
+    pub(crate) client_delay: Lazy<client_delay::State>,
+    pub(crate) rwnd_limited: PerSide<rwnd_limited::State>,
+    pub(crate) sender_limited: PerSide<sender_limited::State>,
+    pub(crate) exchange: Lazy<crate::exchange::State>,
+    pub(crate) stall: PerSide<crate::stall::Dir>,
+}
+
+#[cfg(test)]
+pub(crate) fn print_sizes() {
+    use std::mem::size_of;
+    for (name, size) in [
+        ("syn_stale_state", size_of::<Lazy<syn_stale_state::State>>()),
+        ("syn_unanswered", size_of::<Lazy<syn_unanswered::State>>()),
+        ("syn_refused", size_of::<Lazy<syn_refused::State>>()),
+        (
+            "slow_start_restart",
+            size_of::<PerSide<slow_start_restart::State>>(),
+        ),
+        (
+            "nagle_delayed_ack",
+            size_of::<PerSide<nagle_delayed_ack::State>>(),
+        ),
+        ("retx", size_of::<PerSide<retx::State>>()),
+        ("zero_window", size_of::<PerSide<zero_window::State>>()),
+        ("server_delay", size_of::<Lazy<server_delay::State>>()),
+        ("path_latency", size_of::<Lazy<path_latency::State>>()),
+        ("client_delay", size_of::<Lazy<client_delay::State>>()),
+        ("rwnd_limited", size_of::<PerSide<rwnd_limited::State>>()),
+        (
+            "sender_limited",
+            size_of::<PerSide<sender_limited::State>>(),
+        ),
+        ("exchange", size_of::<Lazy<crate::exchange::State>>()),
+        ("stall", size_of::<PerSide<crate::stall::Dir>>()),
+    ] {
+        eprintln!("  {name:<20} {size:>5} bytes");
+    }
+}
+
+/// The `ConnState` of every tracked connection, indexed by the tracker's slot (dense, reused
+/// after a connection is finished), each tagged with the connection id it belongs to. Stored
+/// in fixed chunks: growing never moves the states already there.
+#[derive(Default)]
+pub(crate) struct States {
+    chunks: Vec<Box<[(u64, ConnState)]>>,
+}
+
+const CHUNK: usize = 128;
+
+impl States {
+    /// The state of `c`, fresh if its slot belonged to an earlier connection.
+    pub fn get(&mut self, c: &Connection) -> &mut ConnState {
+        let i = c.slot as usize;
+        while self.chunks.len() <= i / CHUNK {
+            self.chunks
+                .push((0..CHUNK).map(|_| (0, ConnState::default())).collect());
         }
-        &mut e.val
+        let e = &mut self.chunks[i / CHUNK][i % CHUNK];
+        if e.0 != c.id {
+            e.0 = c.id;
+            e.1 = ConnState::default();
+        }
+        &mut e.1
     }
 
-    /// The state of `c`'s `side` if it has any, leaving the entry empty.
-    pub fn take(&mut self, c: &Connection, side: Side) -> Option<T> {
-        let e = self.slab.get_mut(Self::index(c, side))?;
-        if e.id != c.id {
-            return None;
+    /// Forget `c` (its detectors have taken what they keep).
+    pub fn release(&mut self, c: &Connection) {
+        let i = c.slot as usize;
+        if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {
+            if e.0 == c.id {
+                e.0 = 0;
+            }
         }
-        e.id = 0;
-        Some(std::mem::take(&mut e.val))
     }
 }
 

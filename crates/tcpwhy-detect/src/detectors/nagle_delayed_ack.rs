@@ -15,7 +15,7 @@
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
 //! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
 
-use super::{rtt_ns, side_name, PerConn, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -36,7 +36,7 @@ const RELEASE: i64 = 2 * MS;
 const KEEP: usize = 8;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     /// The small segment waiting for its ACK: (at, end sequence).
     pending: Option<(At, Seq)>,
     /// The late ACK of it: (A, ACK, delay).
@@ -48,16 +48,20 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct NagleDelayedAck {
-    conns: PerConn<State>,
-}
+pub struct NagleDelayedAck {}
 
 impl Detector for NagleDelayedAck {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() {
             return;
@@ -67,7 +71,7 @@ impl Detector for NagleDelayedAck {
         let rtt = rtt_ns(c).unwrap_or(0);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
-            let st = self.conns.get(c, sender);
+            let st = cs.nagle_delayed_ack.get(sender);
             if let Some((a, ack, delay)) = st.acked.take() {
                 if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
                     st.count += 1;
@@ -85,7 +89,7 @@ impl Detector for NagleDelayedAck {
         }
         // The peer's side: a pure ACK of the pending small segment, late.
         let peer = sender.other();
-        let st = self.conns.get(c, peer);
+        let st = cs.nagle_delayed_ack.get(peer);
         if let Some((a, end)) = st.pending {
             if seg.flags.ack() && seg.ack >= end {
                 st.pending = None;
@@ -98,9 +102,9 @@ impl Detector for NagleDelayedAck {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = self.conns.take(c, side) else {
+            let Some(st) = cs.nagle_delayed_ack.take(side) else {
                 continue;
             };
             let Some(&(a, ack, b, _)) = st.seen.first() else {

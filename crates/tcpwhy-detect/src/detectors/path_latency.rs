@@ -16,7 +16,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, PerConn, MS};
+use super::{rtt_ns, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -32,7 +32,7 @@ const MIN_RTT: i64 = 30 * MS;
 const KEEP: usize = 64;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     request_first: Option<At>,
     response_last: Option<At>,
     in_response: bool,
@@ -56,20 +56,24 @@ impl State {
 }
 
 #[derive(Default)]
-pub struct PathLatency {
-    conns: PerConn<State>,
-}
+pub struct PathLatency {}
 
 impl Detector for PathLatency {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         if ev.seg.payload_len == 0 || !ev.new_data || c.role.inferred() {
             return;
         }
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.path_latency.get();
         match ev.from {
             Side::Client => {
                 if st.in_response {
@@ -86,8 +90,8 @@ impl Detector for PathLatency {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(mut st) = self.conns.take(c, Side::Client) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(mut st) = cs.path_latency.take() else {
             return;
         };
         st.close_exchange();

@@ -3,14 +3,14 @@
 
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
-use super::PerConn;
+use super::ConnState;
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     sender: Sender,
     fast: FastRetransmits,
     timeouts: Timeouts,
@@ -18,7 +18,6 @@ struct State {
 
 /// The detector behind both ids: one pass over the segments, one ring per sender.
 pub struct Retransmissions {
-    conns: PerConn<State>,
     fast_on: bool,
     timeouts_on: bool,
 }
@@ -26,7 +25,6 @@ pub struct Retransmissions {
 impl Default for Retransmissions {
     fn default() -> Self {
         Retransmissions {
-            conns: PerConn::default(),
             fast_on: true,
             timeouts_on: true,
         }
@@ -51,10 +49,16 @@ impl Detector for Retransmissions {
         }
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         // The sender's own segments, and the peer's ACKs about them.
         for side in [ev.from, ev.from.other()] {
-            let st = self.conns.get(c, side);
+            let st = cs.retx.get(side);
             if let Some(r) = st.sender.on_event(c, side, ev) {
                 if r.fast {
                     st.fast.add(r);
@@ -65,9 +69,9 @@ impl Detector for Retransmissions {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = self.conns.take(c, side) else {
+            let Some(st) = cs.retx.take(side) else {
                 continue;
             };
             if self.timeouts_on {

@@ -17,7 +17,7 @@
 //! **References.** RFC 7323 (window scale), RFC 9293 section 3.8.6; tcp-signatures.md
 //! section 6.
 
-use super::{rtt_ns, side_name, PerConn, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -34,7 +34,7 @@ pub static INFO: Info = Info {
 const MIN_WAITS: u32 = 3;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     /// The right edge of the window the peer last advertised (ack + scaled window).
     edge: Option<Seq>,
     window: u64,
@@ -46,16 +46,20 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct RwndLimited {
-    conns: PerConn<State>,
-}
+pub struct RwndLimited {}
 
 impl Detector for RwndLimited {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() || !c.window_scaling() && c.client.isn.is_none() {
             return;
@@ -64,7 +68,7 @@ impl Detector for RwndLimited {
         let sender = ev.from.other();
         if seg.flags.ack() {
             if let Some(w) = c.endpoint(ev.from).window_scaled.filter(|w| *w > 0) {
-                let st = self.conns.get(c, sender);
+                let st = cs.rwnd_limited.get(sender);
                 st.edge = Some(seg.ack + w.min(u64::from(u32::MAX / 2)) as u32);
                 st.window = w;
                 st.max_window = st.max_window.max(w);
@@ -75,7 +79,7 @@ impl Detector for RwndLimited {
         }
         let rtt = rtt_ns(c).unwrap_or(0);
         let mss = u32::from(c.endpoint(ev.from).mss.unwrap_or(1460));
-        let st = self.conns.get(c, ev.from);
+        let st = cs.rwnd_limited.get(ev.from);
         if let Some(full) = st.full.take() {
             let wait = ev.at.ts_ns - full.ts_ns;
             if wait > (rtt / 4).max(MS) {
@@ -92,9 +96,9 @@ impl Detector for RwndLimited {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = self.conns.take(c, side) else {
+            let Some(st) = cs.rwnd_limited.take(side) else {
                 continue;
             };
             let Some((full, next)) = st.first else {

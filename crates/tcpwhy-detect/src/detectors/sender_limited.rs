@@ -23,7 +23,7 @@
 //! **References.** Zhou et al., "Demystifying and Mitigating TCP Stalls at the Server Side"
 //! (TAPO, CoNEXT 2015); tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, PerConn, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
@@ -42,23 +42,21 @@ const KEEP: usize = 16;
 const AFTER_LOSS: i64 = 3_000 * MS;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     pauses: Vec<Stall>,
     count: u32,
     total_ns: i64,
 }
 
 #[derive(Default)]
-pub struct SenderLimited {
-    conns: PerConn<State>,
-}
+pub struct SenderLimited {}
 
 impl Detector for SenderLimited {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn stall(&mut self, c: &Connection, s: &Stall, _out: &mut Vec<Finding>) {
+    fn stall(&mut self, cs: &mut ConnState, c: &Connection, s: &Stall, _out: &mut Vec<Finding>) {
         let rtt = rtt_ns(c).unwrap_or(0);
         if s.class != StallClass::SenderLimited
             || !s.responding
@@ -69,7 +67,7 @@ impl Detector for SenderLimited {
         {
             return;
         }
-        let st = self.conns.get(c, s.sender);
+        let st = cs.sender_limited.get(s.sender);
         st.count += 1;
         st.total_ns += s.cost_ns;
         if st.pauses.len() < KEEP {
@@ -77,9 +75,9 @@ impl Detector for SenderLimited {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Server, Side::Client] {
-            let Some(st) = self.conns.take(c, side) else {
+            let Some(st) = cs.sender_limited.take(side) else {
                 continue;
             };
             let (Some(first), Some(last)) = (st.pauses.first(), st.pauses.last()) else {

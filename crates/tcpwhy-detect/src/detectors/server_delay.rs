@@ -18,7 +18,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, PerConn, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -34,7 +34,7 @@ const MIN_DELAY: i64 = 50 * MS;
 const KEEP: usize = 8;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     /// The last segment of the request now waiting for an answer.
     request_last: Option<At>,
     /// The server's pure ACK of it, if one came before the response.
@@ -46,20 +46,24 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct ServerDelay {
-    conns: PerConn<State>,
-}
+pub struct ServerDelay {}
 
 impl Detector for ServerDelay {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let st = self.conns.get(c, Side::Server);
+        let st = cs.server_delay.get();
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
                 st.request_last = Some(ev.at);
@@ -99,8 +103,8 @@ impl Detector for ServerDelay {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = self.conns.take(c, Side::Server) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.server_delay.take() else {
             return;
         };
         let Some(&(req, ack, resp, _)) = st.slow.first() else {

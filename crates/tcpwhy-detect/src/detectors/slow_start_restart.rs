@@ -19,7 +19,7 @@
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
 
-use super::{rtt_ns, side_name, PerConn, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -54,7 +54,7 @@ struct Burst {
 }
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     last_data: Option<At>,
     /// The largest flight of the bursts before the current one, and the window (bytes) the
     /// sender had reached then.
@@ -69,9 +69,7 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct SlowStartRestart {
-    conns: PerConn<State>,
-}
+pub struct SlowStartRestart {}
 
 impl State {
     /// Close the current burst: was it a restart?
@@ -114,9 +112,15 @@ impl Detector for SlowStartRestart {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         if ev.retransmission {
-            self.conns.get(c, ev.from).loss_seen = true;
+            cs.slow_start_restart.get(ev.from).loss_seen = true;
             return;
         }
         if ev.seg.payload_len == 0 || !ev.new_data {
@@ -127,7 +131,7 @@ impl Detector for SlowStartRestart {
         // idle means longer than Linux's minimum RTO plus the round trip.
         let flight_gap = (rtt / 2).max(MS);
         let idle = rtt + 200 * MS;
-        let st = self.conns.get(c, ev.from);
+        let st = cs.slow_start_restart.get(ev.from);
         let gap = st.last_data.map_or(i64::MAX, |t| ev.at.ts_ns - t.ts_ns);
         let len = u64::from(ev.seg.payload_len);
         if gap > idle {
@@ -158,9 +162,9 @@ impl Detector for SlowStartRestart {
         st.last_data = Some(ev.at);
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(mut st) = self.conns.take(c, side) else {
+            let Some(mut st) = cs.slow_start_restart.take(side) else {
                 continue;
             };
             st.end_burst();

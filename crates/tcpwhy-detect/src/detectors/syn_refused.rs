@@ -13,7 +13,7 @@
 //!
 //! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
 
-use super::PerConn;
+use super::ConnState;
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -26,28 +26,32 @@ pub static INFO: Info = Info {
 };
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     first_syn: Option<At>,
     refusals: u32,
     first_rst: Option<At>,
 }
 
 #[derive(Default)]
-pub struct SynRefused {
-    conns: PerConn<State>,
-}
+pub struct SynRefused {}
 
 impl Detector for SynRefused {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         let f = ev.seg.flags;
         if c.handshake.syn_ack.is_some() {
             return;
         }
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.syn_refused.get();
         if ev.from == Side::Client && f.syn() && !f.ack() && st.first_syn.is_none() {
             st.first_syn = Some(ev.at);
         }
@@ -61,8 +65,8 @@ impl Detector for SynRefused {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = self.conns.take(c, Side::Client) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.syn_refused.take() else {
             return;
         };
         let (Some(syn), Some(rst)) = (st.first_syn, st.first_rst) else {

@@ -20,7 +20,7 @@
 //! (net/ipv4/tcp_minisocks.c), RFC 5961 section 4.2 (challenge ACK), commit 9603d47bad46
 //! (2-jiffy retry); seeds 000 and 004.
 
-use super::{PerConn, MS};
+use super::{ConnState, MS};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -33,7 +33,7 @@ pub static INFO: Info = Info {
 };
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     first_syn: Option<At>,
     stale_ack: Option<(At, u32)>,
     rst: Option<At>,
@@ -41,21 +41,25 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct SynStaleState {
-    conns: PerConn<State>,
-}
+pub struct SynStaleState {}
 
 impl Detector for SynStaleState {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         if c.handshake.syn_ack.is_some() || c.client.isn.is_none() {
             return;
         }
         let f = ev.seg.flags;
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.syn_stale_state.get();
         match ev.from {
             Side::Client if f.syn() && !f.ack() => {
                 if st.first_syn.is_none() {
@@ -80,8 +84,8 @@ impl Detector for SynStaleState {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = self.conns.take(c, Side::Client) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.syn_stale_state.take() else {
             return;
         };
         let (Some(first), Some((ack_at, ack_no))) = (st.first_syn, st.stale_ack) else {

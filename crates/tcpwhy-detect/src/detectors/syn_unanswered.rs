@@ -17,7 +17,7 @@
 //! **References.** tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
-use super::PerConn;
+use super::ConnState;
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -33,15 +33,13 @@ pub static INFO: Info = Info {
 const MAX_SYNS: usize = 16;
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     syns: Vec<At>,
     answered_otherwise: bool,
 }
 
 #[derive(Default)]
-pub struct SynUnanswered {
-    conns: PerConn<State>,
-}
+pub struct SynUnanswered {}
 
 fn fingerprint(gaps_ms: &[f64]) -> &'static str {
     let near = |x: f64, t: f64| (x - t).abs() <= t * 0.25 + 50.0;
@@ -64,12 +62,18 @@ impl Detector for SynUnanswered {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         if c.handshake.syn_ack.is_some() && !(ev.seg.flags.syn() && ev.seg.flags.ack()) {
             return;
         }
         let f = ev.seg.flags;
-        let st = self.conns.get(c, Side::Client);
+        let st = cs.syn_unanswered.get();
         match ev.from {
             Side::Client if f.syn() && !f.ack() && st.syns.len() < MAX_SYNS => st.syns.push(ev.at),
             // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.
@@ -78,8 +82,8 @@ impl Detector for SynUnanswered {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = self.conns.take(c, Side::Client) else {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.syn_unanswered.take() else {
             return;
         };
         if st.syns.len() < 2 || st.answered_otherwise {

@@ -14,7 +14,7 @@
 //! **References.** RFC 9293 section 3.8.6.1 (zero-window probing); tcp-signatures.md
 //! section 6.
 
-use super::{side_name, PerConn};
+use super::{side_name, ConnState};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -27,7 +27,7 @@ pub static INFO: Info = Info {
 };
 
 #[derive(Default, Debug)]
-struct State {
+pub(crate) struct State {
     zero_since: Option<At>,
     first: Option<(At, At)>,
     stalls: u32,
@@ -35,21 +35,25 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct ZeroWindow {
-    conns: PerConn<State>,
-}
+pub struct ZeroWindow {}
 
 impl Detector for ZeroWindow {
     fn info(&self) -> &'static Info {
         &INFO
     }
 
-    fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>, _out: &mut Vec<Finding>) {
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        _c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
         let f = ev.seg.flags;
         if f.syn() || f.rst() {
             return;
         }
-        let st = self.conns.get(c, ev.from);
+        let st = cs.zero_window.get(ev.from);
         match (ev.seg.window, st.zero_since) {
             (0, None) => st.zero_since = Some(ev.at),
             (w, Some(z)) if w > 0 => {
@@ -62,9 +66,9 @@ impl Detector for ZeroWindow {
         }
     }
 
-    fn finished(&mut self, c: &Connection, out: &mut Vec<Finding>) {
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(mut st) = self.conns.take(c, side) else {
+            let Some(mut st) = cs.zero_window.take(side) else {
                 continue;
             };
             let open = st.zero_since;
