@@ -3,7 +3,7 @@
 use crate::endpoint::At;
 use crate::table::{Config, Sink, Tracker};
 use std::collections::BTreeMap;
-use tcpwhy_wire::{decode, Decoded, LinkType, Malformed, Skip};
+use tcpwhy_wire::{decode, Decoded, LinkType, Malformed, Skip, TcpSegment};
 
 /// What the analyzer saw, for the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,8 +24,10 @@ pub struct Stats {
     pub last_ts: Option<i64>,
 }
 
-pub struct Analyzer {
-    tracker: Tracker,
+/// Frames to TCP segments, with every frame counted: what comes before the tracker. A caller
+/// that shares the tracking among threads runs one `Frontend` where the capture is read.
+#[derive(Default)]
+pub struct Frontend {
     stats: Stats,
     /// Skips and malformed frames are rare; count them in small arrays and fold into maps only
     /// when asked, so the hot path never touches a map.
@@ -62,26 +64,20 @@ const SKIPS: [Skip; 5] = [
     Skip::Ipv6Opaque,
 ];
 
-impl Analyzer {
-    pub fn new(cfg: Config) -> Analyzer {
-        Analyzer {
-            tracker: Tracker::new(cfg),
-            stats: Stats::default(),
-            skip_counts: [0; 5],
-            malformed_counts: [0; 9],
-        }
+impl Frontend {
+    pub fn new() -> Frontend {
+        Frontend::default()
     }
 
-    /// Feed one captured frame. `frame` is its 1-based number in the capture.
+    /// Count one captured frame and decode it: the TCP segment and the frame's length on the
+    /// wire, if it is one.
     pub fn frame(
         &mut self,
-        frame: u64,
         ts_ns: i64,
         link: LinkType,
         data: &[u8],
         orig_len: u32,
-        sink: &mut dyn Sink,
-    ) {
+    ) -> Option<(TcpSegment, u32)> {
         let st = &mut self.stats;
         st.packets += 1;
         let wire_len = orig_len.max(data.len() as u32);
@@ -98,8 +94,7 @@ impl Analyzer {
                 if seg.first_fragment {
                     st.first_fragments += 1;
                 }
-                self.tracker
-                    .segment(&seg, At { frame, ts_ns }, wire_len, sink);
+                return Some((seg, wire_len));
             }
             Ok(Decoded::Skipped(skip)) => {
                 self.skip_counts[skip_index(skip)] += 1;
@@ -113,11 +108,7 @@ impl Analyzer {
                 }
             }
         }
-    }
-
-    /// End of input: every connection still open goes to the sink.
-    pub fn finish(&mut self, sink: &mut dyn Sink) {
-        self.tracker.finish_all(sink);
+        None
     }
 
     pub fn stats(&mut self) -> &Stats {
@@ -134,6 +125,46 @@ impl Analyzer {
             }
         }
         &self.stats
+    }
+}
+
+/// Frames in, connections out: a [`Frontend`] and one [`Tracker`] on one thread.
+pub struct Analyzer {
+    front: Frontend,
+    tracker: Tracker,
+}
+
+impl Analyzer {
+    pub fn new(cfg: Config) -> Analyzer {
+        Analyzer {
+            front: Frontend::new(),
+            tracker: Tracker::new(cfg),
+        }
+    }
+
+    /// Feed one captured frame. `frame` is its 1-based number in the capture.
+    pub fn frame(
+        &mut self,
+        frame: u64,
+        ts_ns: i64,
+        link: LinkType,
+        data: &[u8],
+        orig_len: u32,
+        sink: &mut dyn Sink,
+    ) {
+        if let Some((seg, wire_len)) = self.front.frame(ts_ns, link, data, orig_len) {
+            self.tracker
+                .segment(&seg, At { frame, ts_ns }, wire_len, sink);
+        }
+    }
+
+    /// End of input: every connection still open goes to the sink.
+    pub fn finish(&mut self, sink: &mut dyn Sink) {
+        self.tracker.finish_all(sink);
+    }
+
+    pub fn stats(&mut self) -> &Stats {
+        self.front.stats()
     }
 
     pub fn tracker(&self) -> &Tracker {

@@ -28,7 +28,7 @@ mod conn;
 mod endpoint;
 mod table;
 
-pub use analyzer::{Analyzer, Stats};
+pub use analyzer::{Analyzer, Frontend, Stats};
 pub use conn::{Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage};
 pub use endpoint::{At, Endpoint, RttStats};
 pub use table::{flow_hash, shard_of, Config, Moment, SegmentEvent, Sink, Tracker, TrackerStats};

@@ -32,7 +32,7 @@ pub trait Sink {
 /// deadline, the packet being processed, or the end of the capture. Several trackers that
 /// each follow a share of the connections (sharded by [`flow_hash`]) report moments that,
 /// merged in order, give exactly the reports of one tracker following them all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Moment {
     /// Capture time (ns; `i64::MAX` at the end).
     pub ts_ns: i64,
@@ -258,10 +258,15 @@ pub struct Tracker {
     hashes: Vec<u64>,
     free: Vec<u32>,
     open: usize,
-    /// Min-heaps by deadline: a timer pushed again after later activity must not wait behind
-    /// every timer queued since (with FIFO queues a closed connection lingered twice as long).
-    idle_q: BinaryHeap<Reverse<Timer>>,
-    close_q: BinaryHeap<Reverse<Timer>>,
+    /// One timer per connection, a min-heap by (deadline, id): a timer pushed again after
+    /// later activity must not wait behind every timer queued since (with FIFO queues a closed
+    /// connection lingered twice as long).
+    timers: BinaryHeap<Reverse<Timer>>,
+    /// Each slot's live timer deadline (other entries for the slot are stale); never later
+    /// than the connection's due time.
+    armed: Vec<i64>,
+    /// Closed connections in the order they closed, for eviction (stale entries skipped).
+    closed: VecDeque<(u32, u64)>,
     history: HashTable<History>,
     history_q: VecDeque<(i64, u64, u64)>,
     /// The latest capture time seen (timestamps may step backwards; timers do not).
@@ -325,8 +330,9 @@ impl Tracker {
             hashes: Vec::new(),
             free: Vec::new(),
             open: 0,
-            idle_q: BinaryHeap::new(),
-            close_q: BinaryHeap::new(),
+            timers: BinaryHeap::new(),
+            armed: Vec::new(),
+            closed: VecDeque::new(),
             history: HashTable::new(),
             history_q: VecDeque::new(),
             now: i64::MIN,
@@ -475,6 +481,7 @@ impl Tracker {
             Some(s) => s,
             None => {
                 self.hashes.push(0);
+                self.armed.push(0);
                 self.slots.grow()
             }
         };
@@ -487,11 +494,9 @@ impl Tracker {
         self.open += 1;
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
-        self.idle_q.push(Reverse(Timer {
-            deadline: at.ts_ns + self.cfg.idle_timeout_ns,
-            id,
-            slot,
-        }));
+        // A first look after the linger time: most connections have closed by then.
+        let first = at.ts_ns + self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns);
+        self.arm(slot, id, first);
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
         }
@@ -612,16 +617,18 @@ impl Tracker {
             || (c.client.fin.is_some() && c.server.fin.is_some());
         if closed && c.closed_at.is_none() {
             c.closed_at = Some(at.ts_ns);
-            self.close_q.push(Reverse(Timer {
-                deadline: at.ts_ns + linger(&self.cfg, c),
-                id: c.id,
-                slot,
-            }));
+            self.closed.push_back((slot, c.id));
         } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
             // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
             c.closed_at = None;
             c.client.rst = None;
             c.server.rst = None;
+        }
+        // Closing brings the connection's due time forward: its timer must not be later.
+        let due = due(&self.cfg, c);
+        let id = c.id;
+        if due < self.armed[slot as usize] {
+            self.arm(slot, id, due);
         }
         Some((side, had_new, retransmission))
     }
@@ -630,59 +637,49 @@ impl Tracker {
         self.slots.get(t.slot).filter(|c| c.id == t.id)
     }
 
-    /// Finish connections whose timers ran out at `self.now`, in (deadline, id) order over
-    /// both queues. A timer whose connection was active since it was queued goes back with the
-    /// later deadline; each connection finishes at its true deadline, announced as its moment.
+    fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
+        self.armed[slot as usize] = deadline;
+        self.timers.push(Reverse(Timer { deadline, id, slot }));
+    }
+
+    /// The connection a timer belongs to, if the timer is its live one.
+    fn armed_conn(&self, t: &Timer) -> Option<&Connection> {
+        self.live(t)
+            .filter(|_| self.armed.get(t.slot as usize) == Some(&t.deadline))
+    }
+
+    /// Finish connections whose time ran out by `self.now`, in (due time, id) order. A timer
+    /// whose connection was active since it was armed goes back with the later time; each
+    /// connection finishes at its true due time, announced as its moment.
     fn expire(&mut self, sink: &mut dyn Sink) {
         let now = self.now;
-        loop {
-            let close = self
-                .close_q
-                .peek()
-                .map(|r| r.0)
-                .filter(|t| t.deadline <= now);
-            let idle = self
-                .idle_q
-                .peek()
-                .map(|r| r.0)
-                .filter(|t| t.deadline <= now);
-            let (t, closing) = match (close, idle) {
-                (Some(c), Some(i)) if c <= i => (c, true),
-                (Some(c), None) => (c, true),
-                (_, Some(i)) => (i, false),
-                (None, None) => break,
-            };
-            if closing {
-                self.close_q.pop();
-            } else {
-                self.idle_q.pop();
+        while let Some(&Reverse(t)) = self.timers.peek() {
+            if t.deadline > now {
+                break;
             }
-            let Some(c) = self.live(&t) else { continue };
-            let due = if closing {
-                // Still closed (a SYN may have revived it), and quiet for the linger time?
-                if c.closed_at.is_none() {
-                    continue;
-                }
-                c.last.ts_ns + linger(&self.cfg, c)
-            } else {
-                c.last.ts_ns + self.cfg.idle_timeout_ns
+            self.timers.pop();
+            let Some(c) = self.armed_conn(&t) else {
+                continue;
             };
+            let due = due(&self.cfg, c);
             if due > t.deadline {
-                let q = if closing {
-                    &mut self.close_q
-                } else {
-                    &mut self.idle_q
-                };
-                q.push(Reverse(Timer { deadline: due, ..t }));
+                self.arm(t.slot, t.id, due);
                 continue;
             }
-            sink.moment(Moment::timer(due, t.id));
-            let reason = if closing {
+            let reason = if c.closed_at.is_some() {
                 EndReason::Closed
             } else {
                 EndReason::IdleTimeout
             };
+            sink.moment(Moment::timer(due, t.id));
             self.finish(t.slot, reason, sink);
+        }
+        // Closed connections mostly finish in the order they closed: drop finished ones.
+        while let Some(&(slot, id)) = self.closed.front() {
+            if self.slots.get(slot).is_some_and(|c| c.id == id) {
+                break;
+            }
+            self.closed.pop_front();
         }
         while let Some(&(deadline, hash, id)) = self.history_q.front() {
             if deadline > now {
@@ -701,24 +698,30 @@ impl Tracker {
     }
 
     /// Make room: finish the connection that closed longest ago, else the least recently active
-    /// one (approximately: the oldest idle timer whose connection has not been active since it
-    /// was queued), which counts as an eviction.
+    /// one (approximately: the earliest timer whose connection has not been active since it
+    /// was armed), which counts as an eviction.
     fn evict_one(&mut self, sink: &mut dyn Sink) {
         // A closed connection lingering for late packets goes first: it is done anyway, so
         // finishing it early is not an eviction.
-        while let Some(Reverse(t)) = self.close_q.pop() {
-            if self.live(&t).is_some_and(|c| c.closed_at.is_some()) {
-                self.finish(t.slot, EndReason::Closed, sink);
+        while let Some((slot, id)) = self.closed.pop_front() {
+            if self
+                .slots
+                .get(slot)
+                .is_some_and(|c| c.id == id && c.closed_at.is_some())
+            {
+                self.finish(slot, EndReason::Closed, sink);
                 return;
             }
         }
         let mut scanned = 0;
-        while let Some(Reverse(t)) = self.idle_q.pop() {
-            let Some(c) = self.live(&t) else { continue };
-            let deadline = c.last.ts_ns + self.cfg.idle_timeout_ns;
-            if deadline > t.deadline && scanned < EVICT_SCAN {
+        while let Some(Reverse(t)) = self.timers.pop() {
+            let Some(c) = self.armed_conn(&t) else {
+                continue;
+            };
+            let due = due(&self.cfg, c);
+            if due > t.deadline && scanned < EVICT_SCAN {
                 scanned += 1;
-                self.idle_q.push(Reverse(Timer { deadline, ..t }));
+                self.arm(t.slot, t.id, due);
                 continue;
             }
             self.stats.evicted += 1;
@@ -777,6 +780,15 @@ impl Tracker {
             sink.moment(Moment::end(id));
             self.finish(slot, reason, sink);
         }
+    }
+}
+
+/// When the connection is finished unless another packet comes: its last packet plus the
+/// linger time once closed, else plus the idle timeout.
+fn due(cfg: &Config, c: &Connection) -> i64 {
+    match c.closed_at {
+        Some(_) => c.last.ts_ns + linger(cfg, c),
+        None => c.last.ts_ns + cfg.idle_timeout_ns,
     }
 }
 

@@ -1,13 +1,15 @@
 //! `tcpwhy analyze`: captures -> connections -> a report.
 
+use crate::engine::{Engine, Sinks};
 use crate::output::{self, Printer, Report, ToPrinter};
 use crate::{AnalyzeArgs, Format};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use tcpwhy_capture::Capture;
 use tcpwhy_detect::Detectors;
-use tcpwhy_track::{Analyzer, Config};
+use tcpwhy_track::{Analyzer, Config, Frontend, Stats, TrackerStats};
 
 pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
@@ -49,40 +51,29 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     };
     let mut printer = printer(args, false, &files, &cfg)?;
 
-    let mut analyzer = Analyzer::new(cfg);
-    let mut fatal = None;
-    let mut to = ToPrinter {
-        printer: &mut *printer,
-        ids: Default::default(),
-    };
-    let mut det = Detectors::new(&args.disable, &mut to);
     let mut progress = Progress::new(&files, args.quiet);
-    let mut n = 0u64;
-    loop {
-        match capture.next() {
-            Ok(Some(p)) => {
-                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
-                n += 1;
-                if n % 65_536 == 0 {
-                    progress.tick(n, capture.bytes_read());
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                fatal = Some(e);
-                break;
-            }
-        }
-        det.check()?;
-    }
+    let threads = args.threads.unwrap_or_else(default_threads);
+    let run = if threads <= 1 {
+        one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
+    } else {
+        sharded(
+            &mut capture,
+            &mut *printer,
+            args,
+            &cfg,
+            threads - 1,
+            &mut progress,
+        )?
+    };
     progress.done();
-    analyzer.finish(&mut det);
-    det.check()?;
-    drop(det);
-    let found = std::mem::take(&mut to.ids);
+    let Run {
+        stats,
+        tracker_stats,
+        found,
+        fatal,
+    } = run;
 
     let mut warnings: Vec<String> = capture.warnings().iter().map(|w| w.to_string()).collect();
-    let tracker_stats = analyzer.tracker().stats().clone();
     if tracker_stats.evicted > 0 {
         warnings.push(format!(
             "{} connections were finished early to stay under --max-connections {}",
@@ -91,7 +82,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     }
     let report = Report {
         files: &args.files,
-        stats: analyzer.stats(),
+        stats: &stats,
         tracker: &tracker_stats,
         containers: &capture.stats(),
         warnings: &warnings,
@@ -106,6 +97,107 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(fail_on(args, &found))
+}
+
+/// What a run over the capture produced, whichever way the work was shared.
+struct Run {
+    stats: Stats,
+    tracker_stats: TrackerStats,
+    found: BTreeMap<&'static str, u64>,
+    fatal: Option<tcpwhy_capture::CaptureError>,
+}
+
+/// Threads by default: every CPU (one reads, the others track).
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Everything on this thread: read, decode, track, detect, print.
+fn one_thread(
+    capture: &mut Capture,
+    printer: &mut dyn Printer,
+    args: &AnalyzeArgs,
+    cfg: Config,
+    progress: &mut Progress,
+) -> io::Result<Run> {
+    let mut analyzer = Analyzer::new(cfg);
+    let mut fatal = None;
+    let mut to = ToPrinter {
+        printer,
+        ids: Default::default(),
+    };
+    let mut det = Detectors::new(&args.disable, &mut to);
+    let mut n = 0u64;
+    loop {
+        match capture.next() {
+            Ok(Some(p)) => {
+                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
+                n += 1;
+                if n % 65_536 == 0 {
+                    progress.tick(n, capture.bytes_read());
+                    det.check()?;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+    }
+    analyzer.finish(&mut det);
+    det.check()?;
+    drop(det);
+    Ok(Run {
+        stats: analyzer.stats().clone(),
+        tracker_stats: analyzer.tracker().stats().clone(),
+        found: std::mem::take(&mut to.ids),
+        fatal,
+    })
+}
+
+/// This thread reads and decodes; `workers` threads track and detect (crate::engine).
+fn sharded(
+    capture: &mut Capture,
+    printer: &mut dyn Printer,
+    args: &AnalyzeArgs,
+    cfg: &Config,
+    workers: usize,
+    progress: &mut Progress,
+) -> io::Result<Run> {
+    let mut front = Frontend::new();
+    let mut engine = Engine::start(workers, cfg, &args.disable)?;
+    let mut sinks = Sinks::new(printer);
+    let mut fatal = None;
+    let mut n = 0u64;
+    loop {
+        match capture.next() {
+            Ok(Some(p)) => {
+                match front.frame(p.ts_ns, p.link, p.data, p.orig_len) {
+                    Some((seg, wire_len)) => {
+                        engine.segment(seg, p.frame, p.ts_ns, wire_len, &mut sinks)?
+                    }
+                    None => engine.other_frame(p.frame, p.ts_ns),
+                }
+                n += 1;
+                if n % 65_536 == 0 {
+                    progress.tick(n, capture.bytes_read());
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+    }
+    let tracker_stats = engine.finish(&mut sinks)?;
+    Ok(Run {
+        stats: front.stats().clone(),
+        tracker_stats,
+        found: std::mem::take(&mut sinks.ids),
+        fatal,
+    })
 }
 
 /// A finding id the user typed must exist: a misspelt `--disable` or `--fail-on` would

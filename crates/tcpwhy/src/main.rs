@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod analyze;
+mod engine;
 mod hostcmd;
 mod lab;
 mod output;
@@ -93,6 +94,11 @@ pub struct AnalyzeArgs {
     /// findings.
     #[arg(long)]
     pub details: bool,
+    /// Threads: one reads and decodes the capture, the others follow the connections, each a
+    /// share of them (by 4-tuple); the report is the same for any number. Default: one per
+    /// CPU; 1 does everything on one thread.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// How many of the slowest connections the text report lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,

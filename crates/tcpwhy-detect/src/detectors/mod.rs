@@ -157,8 +157,12 @@ impl States {
         }
         let e = &mut self.chunks[i / CHUNK][i % CHUNK];
         if e.0 != c.id {
+            // A released slot is already empty: every detector took its state out when the
+            // connection finished. Only a slot never released needs clearing.
+            if e.0 != 0 {
+                e.1 = ConnState::default();
+            }
             e.0 = c.id;
-            e.1 = ConnState::default();
         }
         &mut e.1
     }

@@ -38,11 +38,51 @@ const KEEP: usize = 4;
 /// response after idle (later flights are folded into the last one: bounded memory).
 const MAX_FLIGHTS: usize = 64;
 
+/// Segments and bytes per flight (round trip): the first two inline (most bursts, a request or
+/// a response, are one or two flights: no allocation), the rest on the heap.
+#[derive(Default, Debug, Clone)]
+struct Flights {
+    n: usize,
+    inline: [(u32, u64); 2],
+    more: Vec<(u32, u64)>,
+}
+
+impl Flights {
+    fn len(&self) -> usize {
+        self.n
+    }
+    fn push(&mut self, segments: u32, bytes: u64) {
+        match self.inline.get_mut(self.n) {
+            Some(slot) => *slot = (segments, bytes),
+            None => self.more.push((segments, bytes)),
+        }
+        self.n += 1;
+    }
+    fn get(&self, i: usize) -> (u32, u64) {
+        match i {
+            0 | 1 => self.inline[i],
+            _ => self.more.get(i - 2).copied().unwrap_or_default(),
+        }
+    }
+    fn last_mut(&mut self) -> Option<&mut (u32, u64)> {
+        match self.n {
+            0 => None,
+            1 | 2 => self.inline.get_mut(self.n - 1),
+            _ => self.more.last_mut(),
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        (0..self.n).map(|i| self.get(i))
+    }
+    /// Segments per flight.
+    fn segments(&self) -> Vec<u32> {
+        self.iter().map(|f| f.0).collect()
+    }
+}
+
 #[derive(Default, Debug, Clone)]
 struct Burst {
-    /// Segments and bytes per flight (round trip).
-    flights: Vec<u32>,
-    flight_bytes: Vec<u64>,
+    flights: Flights,
     bytes: u64,
     first: Option<At>,
     first_flight_last: Option<At>,
@@ -75,9 +115,10 @@ impl State {
     /// Close the current burst: was it a restart?
     fn end_burst(&mut self) {
         let b = std::mem::take(&mut self.burst);
-        let Some(&first_flight) = b.flights.first() else {
+        if b.flights.len() == 0 {
             return;
-        };
+        }
+        let first_flight = b.flights.get(0).0;
         if b.before_gap.is_some()
             && !b.after_loss
             && b.flights.len() >= 2
@@ -95,13 +136,13 @@ impl State {
                 }
             }
         }
-        for (i, (n, bytes)) in b.flights.iter().zip(&b.flight_bytes).enumerate() {
-            if *n > self.largest_flight {
-                self.largest_flight = *n;
+        for (i, (n, bytes)) in b.flights.iter().enumerate() {
+            if n > self.largest_flight {
+                self.largest_flight = n;
                 // Still doubling (slow start) when the burst ran out of data: the window had
                 // grown to about twice this flight by then.
-                let growing = i > 0 && u64::from(*n) * 10 >= u64::from(b.flights[i - 1]) * 18;
-                self.largest_flight_bytes = if growing { bytes * 2 } else { *bytes };
+                let growing = i > 0 && u64::from(n) * 10 >= u64::from(b.flights.get(i - 1).0) * 18;
+                self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
             }
         }
     }
@@ -141,16 +182,11 @@ impl Detector for SlowStartRestart {
             st.burst.idle_ns = if gap == i64::MAX { 0 } else { gap };
             st.burst.first = Some(ev.at);
             st.burst.first_flight_last = Some(ev.at);
-            st.burst.flights.push(1);
-            st.burst.flight_bytes.push(len);
+            st.burst.flights.push(1, len);
         } else if gap > flight_gap && st.burst.flights.len() < MAX_FLIGHTS {
-            st.burst.flights.push(1);
-            st.burst.flight_bytes.push(len);
+            st.burst.flights.push(1, len);
         } else {
-            if let (Some(n), Some(bytes)) = (
-                st.burst.flights.last_mut(),
-                st.burst.flight_bytes.last_mut(),
-            ) {
+            if let Some((n, bytes)) = st.burst.flights.last_mut() {
                 *n += 1;
                 *bytes += len;
             }
@@ -190,11 +226,11 @@ impl Detector for SlowStartRestart {
                 "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
                 ms(b.idle_ns),
                 side_name(c, side),
-                b.flights[0],
+                b.flights.get(0).0,
                 st.largest_flight,
                 b.flights.len(),
                 needed,
-                b.flights,
+                b.flights.segments(),
                 b.flights.len() as u32 - needed,
                 ms(rtt),
                 st.count,
@@ -204,9 +240,9 @@ impl Detector for SlowStartRestart {
             f.details = json!({
                 "sender": side.name(),
                 "bursts": st.count,
-                "first_flight_segments": b.flights[0],
+                "first_flight_segments": b.flights.get(0).0,
                 "largest_earlier_flight_segments": st.largest_flight,
-                "flights": b.flights,
+                "flights": b.flights.segments(),
                 "round_trips": b.flights.len(),
                 "round_trips_with_earlier_window": needed,
                 "extra_round_trips_total": st.total_extra_rounds,
@@ -216,7 +252,7 @@ impl Detector for SlowStartRestart {
                     "start_ns": r.first.map(|a| a.ts_ns),
                     "frame": r.first.map(|a| a.frame),
                     "idle_ms": ms_f(r.idle_ns),
-                    "flights": r.flights,
+                    "flights": r.flights.segments(),
                     "round_trips_with_earlier_window": need,
                 })).collect::<Vec<_>>(),
             });

@@ -143,13 +143,17 @@ impl Detector for SynStaleState {
             _ => "initial RTO of about 3 s (old Windows, Solaris)",
         });
         let prev_text = match prev {
-            Some(p) => format!(
-                "connection #{} ({} by {}, {} earlier)",
-                p.id,
-                p.close.kind(),
-                p.close.by().map_or("nobody", |s| s.name()),
-                ms(first.ts_ns - p.last_ts)
-            ),
+            Some(p) => {
+                let close = match (p.close, p.close.by()) {
+                    (Close::Open, _) | (_, None) => "never closed in the capture".to_string(),
+                    (k, Some(by)) => format!("{} by {}", k.kind(), by.name()),
+                };
+                format!(
+                    "connection #{} ({close}, last packet {} earlier)",
+                    p.id,
+                    ms(first.ts_ns - p.last_ts)
+                )
+            }
             None => "an earlier connection".to_string(),
         };
         f.explanation = format!(

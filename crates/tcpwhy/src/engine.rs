@@ -1,0 +1,341 @@
+//! Connections sharded over worker threads behind one reader, with the results of one thread.
+//!
+//! The reading thread reads the capture, counts and decodes every frame (`Frontend`), makes
+//! capture time monotonic, and hands each TCP segment to the worker that owns its 4-tuple
+//! (`shard_of(flow_hash)`). Work goes out in rounds of `ROUND` packets; each round also tells
+//! every worker where capture time is, so that timers run out in workers that got no packets.
+//!
+//! Each worker runs a tracker and the detectors, and returns what they report, each record
+//! keyed by the tracker's `Moment` and its order within it. Every record of a round lies
+//! between the round's bounds (a packet of the round, or a timer due by its end; anything
+//! later is later), so sorting the union of a round's records by key gives exactly the order
+//! one tracker following every connection would have reported them in: the output is
+//! byte-for-byte that of `--threads 1` (tests/threads.rs). Exceptions: `--max-connections`
+//! is shared among the workers, so which connections a full table evicts differs.
+
+use crate::output::Printer;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::thread::JoinHandle;
+use tcpwhy_detect::{Detectors, Exchange, Finding, Output, Stall};
+use tcpwhy_track::{flow_hash, shard_of, At, Config, Connection, Moment, Tracker, TrackerStats};
+use tcpwhy_wire::TcpSegment;
+
+/// Packets per round: small enough that a round's records are few, large enough that the
+/// channels are quiet (two rounds per worker in flight).
+const ROUND: usize = 32 * 1024;
+
+/// One TCP segment for a worker.
+struct Item {
+    seg: TcpSegment,
+    hash: u64,
+    at: At,
+    wire_len: u32,
+}
+
+enum Msg {
+    Round { items: Vec<Item>, now: i64 },
+    End,
+}
+
+/// What a worker reports, with its key.
+enum Rec {
+    Started,
+    Finding(Box<Finding>),
+    Exchange(Box<Exchange>),
+    Stall(Box<Stall>),
+    Connection(Box<Connection>),
+}
+
+struct Keyed {
+    moment: Moment,
+    seq: u32,
+    rec: Rec,
+}
+
+/// A round's records from one worker, and its batch to use again.
+struct Done {
+    recs: Vec<Keyed>,
+    items: Vec<Item>,
+}
+
+/// The detectors' output in a worker: every record keyed by the moment it was made at.
+struct Collect<'a> {
+    now: Moment,
+    seq: u32,
+    recs: &'a RefCell<Vec<Keyed>>,
+}
+
+impl Collect<'_> {
+    fn push(&mut self, rec: Rec) {
+        self.recs.borrow_mut().push(Keyed {
+            moment: self.now,
+            seq: self.seq,
+            rec,
+        });
+        self.seq += 1;
+    }
+}
+
+impl Output for Collect<'_> {
+    fn moment(&mut self, m: Moment) {
+        if m != self.now {
+            self.now = m;
+            self.seq = 0;
+        }
+    }
+    fn started(&mut self, _c: &Connection) {
+        self.push(Rec::Started);
+    }
+    fn finding(&mut self, f: &Finding) {
+        self.push(Rec::Finding(Box::new(f.clone())));
+    }
+    fn exchange(&mut self, x: &Exchange) {
+        self.push(Rec::Exchange(Box::new(x.clone())));
+    }
+    fn stall(&mut self, s: &Stall) {
+        self.push(Rec::Stall(Box::new(s.clone())));
+    }
+    fn connection(&mut self, c: &Connection) {
+        self.push(Rec::Connection(Box::new(c.clone())));
+    }
+}
+
+fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done>) -> TrackerStats {
+    let recs = RefCell::new(Vec::new());
+    let mut collect = Collect {
+        now: Moment::default(),
+        seq: 0,
+        recs: &recs,
+    };
+    let mut tracker = Tracker::new(cfg);
+    let mut det = Detectors::new(&disabled, &mut collect);
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Round { mut items, now } => {
+                for it in &items {
+                    tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
+                }
+                tracker.advance_to(now, &mut det);
+                items.clear();
+                let done = Done {
+                    recs: recs.take(),
+                    items,
+                };
+                if tx.send(done).is_err() {
+                    break;
+                }
+            }
+            Msg::End => {
+                tracker.finish_all(&mut det);
+                let _ = tx.send(Done {
+                    recs: recs.take(),
+                    items: Vec::new(),
+                });
+                break;
+            }
+        }
+    }
+    tracker.stats().clone()
+}
+
+/// Where the records go on the reading thread: the printer, finding ids for `--fail-on`, and
+/// the count of open connections (its peak, as one tracker would have seen it).
+pub struct Sinks<'a> {
+    pub printer: &'a mut dyn Printer,
+    pub ids: BTreeMap<&'static str, u64>,
+    open: u64,
+    peak_open: u64,
+}
+
+impl<'a> Sinks<'a> {
+    pub fn new(printer: &'a mut dyn Printer) -> Sinks<'a> {
+        Sinks {
+            printer,
+            ids: BTreeMap::new(),
+            open: 0,
+            peak_open: 0,
+        }
+    }
+
+    fn emit(&mut self, rec: Rec) {
+        match rec {
+            Rec::Started => {
+                self.open += 1;
+                self.peak_open = self.peak_open.max(self.open);
+            }
+            Rec::Finding(f) => {
+                *self.ids.entry(f.id).or_insert(0) += 1;
+                self.printer.finding(&f);
+            }
+            Rec::Exchange(x) => self.printer.exchange(&x),
+            Rec::Stall(s) => self.printer.stall(&s),
+            Rec::Connection(c) => {
+                self.open = self.open.saturating_sub(1);
+                self.printer.connection(&c);
+            }
+        }
+    }
+}
+
+/// The workers and the reading thread's half of the work.
+pub struct Engine {
+    shards: usize,
+    batches: Vec<Vec<Item>>,
+    spare: Vec<Vec<Item>>,
+    to: Vec<SyncSender<Msg>>,
+    from: Vec<Receiver<Done>>,
+    handles: Vec<JoinHandle<TrackerStats>>,
+    in_round: usize,
+    in_flight: usize,
+    /// Capture time, never stepping back (see `Tracker::segment_hashed`).
+    now: i64,
+    last_frame: u64,
+}
+
+impl Engine {
+    /// `workers` threads (at least 1), each with its share of `--max-connections`.
+    pub fn start(workers: usize, cfg: &Config, disabled: &[String]) -> io::Result<Engine> {
+        let shards = workers.max(1);
+        let mut cfg = cfg.clone();
+        cfg.max_connections = cfg.max_connections.div_ceil(shards).max(1);
+        let mut to = Vec::new();
+        let mut from = Vec::new();
+        let mut handles = Vec::new();
+        for i in 0..shards {
+            let (in_tx, in_rx) = sync_channel(2);
+            let (out_tx, out_rx) = channel();
+            let (cfg, disabled) = (cfg.clone(), disabled.to_vec());
+            let h = std::thread::Builder::new()
+                .name(format!("tcpwhy-worker-{i}"))
+                .spawn(move || worker(cfg, disabled, in_rx, out_tx))?;
+            to.push(in_tx);
+            from.push(out_rx);
+            handles.push(h);
+        }
+        Ok(Engine {
+            shards,
+            batches: (0..shards).map(|_| Vec::new()).collect(),
+            spare: Vec::new(),
+            to,
+            from,
+            handles,
+            in_round: 0,
+            in_flight: 0,
+            now: i64::MIN,
+            last_frame: 0,
+        })
+    }
+
+    /// One TCP segment (frame number, capture time, length on the wire).
+    pub fn segment(
+        &mut self,
+        seg: TcpSegment,
+        frame: u64,
+        ts_ns: i64,
+        wire_len: u32,
+        sinks: &mut Sinks<'_>,
+    ) -> io::Result<()> {
+        self.now = self.now.max(ts_ns);
+        self.last_frame = frame;
+        let hash = flow_hash(&seg);
+        let k = shard_of(hash, self.shards);
+        self.batches[k].push(Item {
+            seg,
+            hash,
+            at: At {
+                frame,
+                ts_ns: self.now,
+            },
+            wire_len,
+        });
+        self.in_round += 1;
+        if self.in_round >= ROUND {
+            self.send_round()?;
+            // Two rounds in flight: the workers track one while this thread reads the next.
+            if self.in_flight > 1 {
+                self.collect_round(sinks)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A frame that is not TCP still moves capture time on.
+    pub fn other_frame(&mut self, frame: u64, ts_ns: i64) {
+        self.now = self.now.max(ts_ns);
+        self.last_frame = frame;
+    }
+
+    fn send_round(&mut self) -> io::Result<()> {
+        for k in 0..self.shards {
+            let fresh = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(ROUND / self.shards + 64));
+            let items = std::mem::replace(&mut self.batches[k], fresh);
+            self.to[k]
+                .send(Msg::Round {
+                    items,
+                    now: self.now,
+                })
+                .map_err(|_| worker_gone())?;
+        }
+        self.in_round = 0;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// The oldest round's records from every worker, in one tracker's order.
+    fn collect_round(&mut self, sinks: &mut Sinks<'_>) -> io::Result<()> {
+        let mut all: Vec<Keyed> = Vec::new();
+        for rx in &self.from {
+            let done = rx.recv().map_err(|_| worker_gone())?;
+            if all.is_empty() {
+                all = done.recs;
+            } else {
+                all.extend(done.recs);
+            }
+            if done.items.capacity() > 0 {
+                self.spare.push(done.items);
+            }
+        }
+        self.in_flight -= 1;
+        // Keys are unique across workers (a moment is a packet, or a timer or the end of one
+        // connection: each belongs to one worker), so the order is total.
+        all.sort_by_key(|k| (k.moment, k.seq));
+        for k in all {
+            sinks.emit(k.rec);
+        }
+        sinks.printer.check()
+    }
+
+    /// The end of the capture: every round, then every connection still open, then the
+    /// trackers' counters (peak open as one tracker would have counted it).
+    pub fn finish(mut self, sinks: &mut Sinks<'_>) -> io::Result<TrackerStats> {
+        if self.in_round > 0 {
+            self.send_round()?;
+        }
+        while self.in_flight > 0 {
+            self.collect_round(sinks)?;
+        }
+        for tx in &self.to {
+            tx.send(Msg::End).map_err(|_| worker_gone())?;
+        }
+        self.in_flight = 1;
+        self.collect_round(sinks)?;
+        let mut stats = TrackerStats::default();
+        for h in self.handles.drain(..) {
+            let s = h.join().map_err(|_| worker_gone())?;
+            stats.connections += s.connections;
+            stats.evicted += s.evicted;
+        }
+        stats.peak_open = sinks.peak_open;
+        Ok(stats)
+    }
+}
+
+fn worker_gone() -> io::Error {
+    io::Error::other("a worker thread stopped unexpectedly")
+}
