@@ -123,6 +123,25 @@ impl Capture {
     /// The next frame in timestamp order, `None` at the end of every input.
     #[allow(clippy::should_implement_trait)] // a lending iterator: `Iterator` cannot express it
     pub fn next(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if self.files.len() == 1 {
+            // One input: nothing to merge.
+            if self.advance.take().is_some() {
+                let f = &mut self.files[0];
+                let r = f.advance();
+                if let Some(w) = f.take_warning() {
+                    self.warnings.push(w);
+                }
+                r?;
+            }
+            self.advance = Some(0);
+            let f = &self.files[0];
+            if f.head_ts().is_none() {
+                self.advance = None;
+                return Ok(None);
+            }
+            self.frame += 1;
+            return Ok(f.head(self.frame, 0));
+        }
         if let Some(i) = self.advance.take() {
             let f = &mut self.files[i];
             let r = f.advance();

@@ -179,13 +179,11 @@ impl PcapReader {
     }
 
     /// The next record. Its data stays valid until the next call.
+    #[inline]
     pub(crate) fn next_record(&mut self) -> Result<Record, Stop> {
         let hdr = self.header.record_header();
-        match self.fill(hdr) {
-            Ok(true) => {}
-            Ok(false) if self.end == self.start => return Err(Stop::End),
-            Ok(false) => return Err(Stop::Truncated),
-            Err(e) => return Err(Stop::Io(e)),
+        if self.end - self.start < hdr {
+            self.need(hdr, true)?;
         }
         let s = self.start;
         let ts_sec = self.word(s);
@@ -196,18 +194,13 @@ impl PcapReader {
         if len > self.max_record {
             // A lie, or a file cut short inside a record that really is this large: if the
             // stream ends within the largest record we accept, it is a truncated file.
-            return match self.fill(hdr + self.max_record + 1) {
-                Ok(true) => Err(Stop::Oversized { caplen }),
-                Ok(false) => Err(Stop::Truncated),
-                Err(e) => Err(Stop::Io(e)),
-            };
+            self.need(hdr + self.max_record + 1, false)?;
+            return Err(Stop::Oversized { caplen });
         }
-        match self.fill(hdr + len) {
-            Ok(true) => {}
-            Ok(false) => return Err(Stop::Truncated),
-            Err(e) => return Err(Stop::Io(e)),
+        if self.end - self.start < hdr + len {
+            self.need(hdr + len, false)?;
         }
-        // `fill` may have moved the record to the front of the buffer.
+        // `need` may have moved the record to the front of the buffer.
         let s = self.start;
         let frac = i64::from(ts_frac) * if self.header.nanos { 1 } else { 1000 };
         let rec = Record {
@@ -219,5 +212,18 @@ impl PcapReader {
         self.start += hdr + len;
         self.offset += (hdr + len) as u64;
         Ok(rec)
+    }
+
+    /// Read until `n` unparsed bytes are there. If the stream ends first: the end of the
+    /// capture when nothing is left and `at_boundary`, else a truncated record.
+    #[cold]
+    #[inline(never)]
+    fn need(&mut self, n: usize, at_boundary: bool) -> Result<(), Stop> {
+        match self.fill(n) {
+            Ok(true) => Ok(()),
+            Ok(false) if at_boundary && self.end == self.start => Err(Stop::End),
+            Ok(false) => Err(Stop::Truncated),
+            Err(e) => Err(Stop::Io(e)),
+        }
     }
 }

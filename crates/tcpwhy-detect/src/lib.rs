@@ -85,7 +85,7 @@ pub trait Output {
 
 /// The detectors between the tracker and an output: a [`Sink`] for the tracker.
 pub struct Detectors<'a> {
-    active: Vec<Box<dyn Detector>>,
+    set: detectors::Set,
     out: &'a mut dyn Output,
     buf: Vec<Finding>,
     exchanges: exchange::Exchanges,
@@ -98,23 +98,8 @@ pub struct Detectors<'a> {
 impl<'a> Detectors<'a> {
     /// All registered detectors except the ids in `disabled`.
     pub fn new(disabled: &[String], out: &'a mut dyn Output) -> Detectors<'a> {
-        let off = |id: &str| disabled.iter().any(|x| x == id);
-        let mut active: Vec<Box<dyn Detector>> = Vec::new();
-        for mut d in registry() {
-            let ids: Vec<&'static str> = std::iter::once(d.info())
-                .chain(d.also().iter().copied())
-                .map(|i| i.id)
-                .collect();
-            if ids.iter().all(|id| off(id)) {
-                continue;
-            }
-            for id in ids.into_iter().filter(|id| off(id)) {
-                d.disable(id);
-            }
-            active.push(d);
-        }
         Detectors {
-            active,
+            set: detectors::Set::new(disabled),
             out,
             buf: Vec::new(),
             exchanges: Default::default(),
@@ -153,15 +138,11 @@ impl Sink for Detectors<'_> {
 
     fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
         let cs = self.states.get(c);
-        for d in self.active.iter_mut() {
-            d.segment(cs, c, ev, &mut self.buf);
-        }
+        self.set.segment(cs, c, ev, &mut self.buf);
         self.exchanges.segment(cs, c, ev, &mut self.xbuf);
         self.stalls.segment(cs, c, ev, &mut self.sbuf);
         for s in &self.sbuf {
-            for d in self.active.iter_mut() {
-                d.stall(cs, c, s, &mut self.buf);
-            }
+            self.set.stall(cs, c, s, &mut self.buf);
         }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
             self.flush();
@@ -170,9 +151,7 @@ impl Sink for Detectors<'_> {
 
     fn connection(&mut self, c: &Connection) {
         let cs = self.states.get(c);
-        for d in self.active.iter_mut() {
-            d.finished(cs, c, &mut self.buf);
-        }
+        self.set.finished(cs, c, &mut self.buf);
         self.exchanges.finished(cs, c, &mut self.xbuf);
         self.stalls.finished(cs);
         self.states.release(c);

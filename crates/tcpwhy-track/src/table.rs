@@ -148,18 +148,16 @@ impl FlowKey {
             (c.server.addr, c.server.port),
         )
     }
-    fn hash(&self) -> u64 {
-        let word = |(a, p): (IpAddr, u16)| -> u64 {
-            let a = match a {
-                IpAddr::V4(v) => u64::from(u32::from(v)),
-                IpAddr::V6(v) => {
-                    let x = u128::from(v);
-                    fmix64((x >> 64) as u64) ^ (x as u64) ^ (1 << 63)
-                }
-            };
-            a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(p)
-        };
-        fmix64(word(self.lo) ^ fmix64(word(self.hi)))
+}
+
+/// One end of a tuple as a word: an IPv4 address and port exactly, an IPv6 one mixed down.
+fn endpoint_word(addr: IpAddr, port: u16) -> u64 {
+    match addr {
+        IpAddr::V4(v) => (u64::from(u32::from(v)) << 16) | u64::from(port),
+        IpAddr::V6(v) => {
+            let x = u128::from(v);
+            fmix64((x >> 64) as u64 ^ u64::from(port)) ^ (x as u64) ^ (1 << 63)
+        }
     }
 }
 
@@ -176,7 +174,10 @@ fn fmix64(mut x: u64) -> u64 {
 /// by it, and a caller spreading connections over several trackers can shard by it (bits
 /// 20..52 are independent of the bits the table uses).
 pub fn flow_hash(seg: &TcpSegment) -> u64 {
-    FlowKey::of(seg).hash()
+    let a = endpoint_word(seg.src, seg.src_port);
+    let b = endpoint_word(seg.dst, seg.dst_port);
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    fmix64(lo.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fmix64(hi))
 }
 
 /// Which of `shards` trackers follows the connection whose 4-tuple hashes to `hash`.
@@ -267,6 +268,9 @@ pub struct Tracker {
     armed: Vec<i64>,
     /// Closed connections in the order they closed, for eviction (stale entries skipped).
     closed: VecDeque<(u32, u64)>,
+    /// No timer or history entry runs out before this (capture time moving on before it has
+    /// nothing to do).
+    next_due: i64,
     history: HashTable<History>,
     history_q: VecDeque<(i64, u64, u64)>,
     /// The latest capture time seen (timestamps may step backwards; timers do not).
@@ -333,6 +337,7 @@ impl Tracker {
             timers: BinaryHeap::new(),
             armed: Vec::new(),
             closed: VecDeque::new(),
+            next_due: i64::MAX,
             history: HashTable::new(),
             history_q: VecDeque::new(),
             now: i64::MIN,
@@ -365,7 +370,9 @@ impl Tracker {
     pub fn advance_to(&mut self, ts_ns: i64, sink: &mut dyn Sink) {
         if ts_ns > self.now {
             self.now = ts_ns;
-            self.expire(sink);
+            if ts_ns >= self.next_due {
+                self.expire(sink);
+            }
         }
     }
 
@@ -638,6 +645,7 @@ impl Tracker {
     }
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
+        self.next_due = self.next_due.min(deadline);
         self.armed[slot as usize] = deadline;
         self.timers.push(Reverse(Timer { deadline, id, slot }));
     }
@@ -688,6 +696,9 @@ impl Tracker {
             self.history_q.pop_front();
             self.forget(hash, id);
         }
+        let timer = self.timers.peek().map_or(i64::MAX, |t| t.0.deadline);
+        let history = self.history_q.front().map_or(i64::MAX, |h| h.0);
+        self.next_due = timer.min(history);
     }
 
     /// Drop the history entry of connection `id`, if it is still the one for its tuple.
@@ -756,8 +767,9 @@ impl Tracker {
                     self.history.insert_unique(hash, h, |h| h.hash);
                 }
             }
-            self.history_q
-                .push_back((c.last.ts_ns + self.cfg.history_ns, hash, c.id));
+            let deadline = c.last.ts_ns + self.cfg.history_ns;
+            self.history_q.push_back((deadline, hash, c.id));
+            self.next_due = self.next_due.min(deadline);
             // History is bounded like the table: the oldest facts go first.
             while self.history_q.len() > self.cfg.max_connections.max(1) {
                 if let Some((_, hash, id)) = self.history_q.pop_front() {

@@ -148,6 +148,15 @@ pub(crate) fn decode(data: &[u8], ip_len: usize) -> Result<TcpSegment, Malformed
 /// Lax option parser: stops at EOL, at a length that cannot be right, or at the captured end.
 pub(crate) fn parse_options(mut b: &[u8]) -> TcpOptions {
     let mut o = TcpOptions::default();
+    // What Linux puts on every segment after the handshake when timestamps are on: NOP, NOP,
+    // timestamp (RFC 7323 appendix A's layout). Decoded without the loop.
+    if let [kind::NOP, kind::NOP, kind::TIMESTAMP, 10, v0, v1, v2, v3, e0, e1, e2, e3] = *b {
+        o.timestamp = Some((
+            u32::from_be_bytes([v0, v1, v2, v3]),
+            u32::from_be_bytes([e0, e1, e2, e3]),
+        ));
+        return o;
+    }
     while let Some(&k) = b.first() {
         match k {
             kind::EOL => break,

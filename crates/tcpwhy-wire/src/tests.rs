@@ -304,3 +304,18 @@ fn sack_blocks_and_bad_option_lengths() {
     // An option running past the end is ignored.
     assert_eq!(tcp::parse_options(&[2, 4, 5]).mss, None);
 }
+
+#[test]
+fn the_usual_nop_nop_timestamp_layout_decodes_like_any_other() {
+    // NOP, NOP, TS (Linux's layout, decoded by a shortcut) and TS, NOP, NOP (the loop) carry
+    // the same values; a 12-byte block that only looks similar takes the loop.
+    let fast = crate::tcp::parse_options(&[1, 1, 8, 10, 0, 0, 1, 2, 0xde, 0xad, 0xbe, 0xef]);
+    let slow = crate::tcp::parse_options(&[8, 10, 0, 0, 1, 2, 0xde, 0xad, 0xbe, 0xef, 1, 1]);
+    assert_eq!(fast, slow);
+    assert_eq!(fast.timestamp, Some((258, 0xdead_beef)));
+    let other = crate::tcp::parse_options(&[1, 1, 8, 9, 0, 0, 1, 2, 0xde, 0xad, 0xbe, 0xef]);
+    assert_eq!(
+        other.timestamp, None,
+        "a timestamp option of the wrong length is ignored"
+    );
+}

@@ -37,6 +37,218 @@ pub fn all() -> Vec<Box<dyn Detector>> {
     ]
 }
 
+/// Every detector, called directly in registry order (no dynamic dispatch per packet: the
+/// compiler sees each detector's early returns), each on unless all its ids are disabled.
+pub(crate) struct Set {
+    on: [bool; 13],
+    syn_stale_state: syn_stale_state::SynStaleState,
+    syn_unanswered: syn_unanswered::SynUnanswered,
+    syn_refused: syn_refused::SynRefused,
+    slow_start_restart: slow_start_restart::SlowStartRestart,
+    nagle_delayed_ack: nagle_delayed_ack::NagleDelayedAck,
+    retx: retx::Retransmissions,
+    zero_window: zero_window::ZeroWindow,
+    server_delay: server_delay::ServerDelay,
+    path_latency: path_latency::PathLatency,
+    client_delay: client_delay::ClientDelay,
+    rwnd_limited: rwnd_limited::RwndLimited,
+    sender_limited: sender_limited::SenderLimited,
+    capture_loss: capture_loss::CaptureLoss,
+}
+
+impl Set {
+    /// All detectors except those whose every id is in `disabled`; a detector serving several
+    /// ids is told which of them to drop.
+    pub fn new(disabled: &[String]) -> Set {
+        let mut set = Set {
+            on: [true; 13],
+            syn_stale_state: Default::default(),
+            syn_unanswered: Default::default(),
+            syn_refused: Default::default(),
+            slow_start_restart: Default::default(),
+            nagle_delayed_ack: Default::default(),
+            retx: Default::default(),
+            zero_window: Default::default(),
+            server_delay: Default::default(),
+            path_latency: Default::default(),
+            client_delay: Default::default(),
+            rwnd_limited: Default::default(),
+            sender_limited: Default::default(),
+            capture_loss: capture_loss::CaptureLoss,
+        };
+        let off = |id: &str| disabled.iter().any(|x| x == id);
+        for i in 0..set.on.len() {
+            let d = set.get_mut(i);
+            let ids: Vec<&'static str> = std::iter::once(d.info())
+                .chain(d.also().iter().copied())
+                .map(|i| i.id)
+                .collect();
+            for id in ids.iter().filter(|id| off(id)) {
+                d.disable(id);
+            }
+            set.on[i] = !ids.iter().all(|id| off(id));
+        }
+        set
+    }
+
+    fn get_mut(&mut self, i: usize) -> &mut dyn Detector {
+        match i {
+            0 => &mut self.syn_stale_state,
+            1 => &mut self.syn_unanswered,
+            2 => &mut self.syn_refused,
+            3 => &mut self.slow_start_restart,
+            4 => &mut self.nagle_delayed_ack,
+            5 => &mut self.retx,
+            6 => &mut self.zero_window,
+            7 => &mut self.server_delay,
+            8 => &mut self.path_latency,
+            9 => &mut self.client_delay,
+            10 => &mut self.rwnd_limited,
+            11 => &mut self.sender_limited,
+            _ => &mut self.capture_loss,
+        }
+    }
+
+    #[inline]
+    pub fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &tcpwhy_track::SegmentEvent<'_>,
+        out: &mut Vec<crate::Finding>,
+    ) {
+        if self.on[0] {
+            Detector::segment(&mut self.syn_stale_state, cs, c, ev, out);
+        }
+        if self.on[1] {
+            Detector::segment(&mut self.syn_unanswered, cs, c, ev, out);
+        }
+        if self.on[2] {
+            Detector::segment(&mut self.syn_refused, cs, c, ev, out);
+        }
+        if self.on[3] {
+            Detector::segment(&mut self.slow_start_restart, cs, c, ev, out);
+        }
+        if self.on[4] {
+            Detector::segment(&mut self.nagle_delayed_ack, cs, c, ev, out);
+        }
+        if self.on[5] {
+            Detector::segment(&mut self.retx, cs, c, ev, out);
+        }
+        if self.on[6] {
+            Detector::segment(&mut self.zero_window, cs, c, ev, out);
+        }
+        if self.on[7] {
+            Detector::segment(&mut self.server_delay, cs, c, ev, out);
+        }
+        if self.on[8] {
+            Detector::segment(&mut self.path_latency, cs, c, ev, out);
+        }
+        if self.on[9] {
+            Detector::segment(&mut self.client_delay, cs, c, ev, out);
+        }
+        if self.on[10] {
+            Detector::segment(&mut self.rwnd_limited, cs, c, ev, out);
+        }
+        if self.on[11] {
+            Detector::segment(&mut self.sender_limited, cs, c, ev, out);
+        }
+        if self.on[12] {
+            Detector::segment(&mut self.capture_loss, cs, c, ev, out);
+        }
+    }
+
+    pub fn stall(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        st: &crate::Stall,
+        out: &mut Vec<crate::Finding>,
+    ) {
+        if self.on[0] {
+            Detector::stall(&mut self.syn_stale_state, cs, c, st, out);
+        }
+        if self.on[1] {
+            Detector::stall(&mut self.syn_unanswered, cs, c, st, out);
+        }
+        if self.on[2] {
+            Detector::stall(&mut self.syn_refused, cs, c, st, out);
+        }
+        if self.on[3] {
+            Detector::stall(&mut self.slow_start_restart, cs, c, st, out);
+        }
+        if self.on[4] {
+            Detector::stall(&mut self.nagle_delayed_ack, cs, c, st, out);
+        }
+        if self.on[5] {
+            Detector::stall(&mut self.retx, cs, c, st, out);
+        }
+        if self.on[6] {
+            Detector::stall(&mut self.zero_window, cs, c, st, out);
+        }
+        if self.on[7] {
+            Detector::stall(&mut self.server_delay, cs, c, st, out);
+        }
+        if self.on[8] {
+            Detector::stall(&mut self.path_latency, cs, c, st, out);
+        }
+        if self.on[9] {
+            Detector::stall(&mut self.client_delay, cs, c, st, out);
+        }
+        if self.on[10] {
+            Detector::stall(&mut self.rwnd_limited, cs, c, st, out);
+        }
+        if self.on[11] {
+            Detector::stall(&mut self.sender_limited, cs, c, st, out);
+        }
+        if self.on[12] {
+            Detector::stall(&mut self.capture_loss, cs, c, st, out);
+        }
+    }
+
+    pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<crate::Finding>) {
+        if self.on[0] {
+            Detector::finished(&mut self.syn_stale_state, cs, c, out);
+        }
+        if self.on[1] {
+            Detector::finished(&mut self.syn_unanswered, cs, c, out);
+        }
+        if self.on[2] {
+            Detector::finished(&mut self.syn_refused, cs, c, out);
+        }
+        if self.on[3] {
+            Detector::finished(&mut self.slow_start_restart, cs, c, out);
+        }
+        if self.on[4] {
+            Detector::finished(&mut self.nagle_delayed_ack, cs, c, out);
+        }
+        if self.on[5] {
+            Detector::finished(&mut self.retx, cs, c, out);
+        }
+        if self.on[6] {
+            Detector::finished(&mut self.zero_window, cs, c, out);
+        }
+        if self.on[7] {
+            Detector::finished(&mut self.server_delay, cs, c, out);
+        }
+        if self.on[8] {
+            Detector::finished(&mut self.path_latency, cs, c, out);
+        }
+        if self.on[9] {
+            Detector::finished(&mut self.client_delay, cs, c, out);
+        }
+        if self.on[10] {
+            Detector::finished(&mut self.rwnd_limited, cs, c, out);
+        }
+        if self.on[11] {
+            Detector::finished(&mut self.sender_limited, cs, c, out);
+        }
+        if self.on[12] {
+            Detector::finished(&mut self.capture_loss, cs, c, out);
+        }
+    }
+}
+
 /// One detector's state for one connection (or one direction of it): it exists once the
 /// detector has looked at the connection (`get`), and is handed back once at the end (`take`:
 /// `None` if the detector never looked).
@@ -197,3 +409,30 @@ pub(crate) fn side_name(c: &Connection, side: Side) -> String {
 }
 
 pub(crate) const MS: i64 = 1_000_000;
+
+#[cfg(test)]
+mod set_tests {
+    use super::*;
+
+    #[test]
+    fn the_set_runs_the_registry_in_its_order() {
+        let mut set = Set::new(&[]);
+        let from_set: Vec<&str> = (0..set.on.len())
+            .map(|i| set.get_mut(i).info().id)
+            .collect();
+        let from_registry: Vec<&str> = all().iter().map(|d| d.info().id).collect();
+        assert_eq!(from_set, from_registry);
+        assert!(set.on.iter().all(|on| *on));
+        // A detector is off only when every id it serves is disabled.
+        let set = Set::new(&["rto-retransmission".to_string(), "syn-refused".to_string()]);
+        let i = from_registry
+            .iter()
+            .position(|id| *id == "syn-refused")
+            .unwrap();
+        let r = from_registry
+            .iter()
+            .position(|id| *id == "rto-retransmission")
+            .unwrap();
+        assert!(!set.on[i] && set.on[r]);
+    }
+}
