@@ -31,8 +31,11 @@ struct Interface {
 enum Format {
     /// Legacy pcap: one link type, micro- or nanosecond timestamps.
     Pcap { link: LinkType, nanos: bool },
-    /// pcapng: the interfaces of the current section.
-    PcapNg { interfaces: Vec<Interface> },
+    /// pcapng: the interfaces of the current section, and its byte order.
+    PcapNg {
+        interfaces: Vec<Interface>,
+        big_endian: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +71,50 @@ pub struct FileReader {
     done: bool,
     warning: Option<Warning>,
     stats: ContainerStats,
+}
+
+/// What to do with a block the parser rejected.
+enum BadBlock {
+    Skip(usize),
+    Truncated,
+    Corrupt,
+    /// Nothing left: the end of the file between blocks.
+    End,
+}
+
+fn word(b: &[u8], i: usize, big_endian: bool) -> u32 {
+    let w = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+    if big_endian {
+        u32::from_be_bytes(w)
+    } else {
+        u32::from_le_bytes(w)
+    }
+}
+
+/// Why a pcapng block's framing is wrong, for the error message.
+fn block_problem(format: &Format, inner: &Inner) -> String {
+    let (Format::PcapNg { big_endian, .. }, Inner::Parser(r)) = (format, inner) else {
+        return String::new();
+    };
+    let d = r.data();
+    let Some(head) = d.get(..8) else {
+        return String::new();
+    };
+    let len = word(head, 4, *big_endian) as usize;
+    if len < 12 {
+        ": shorter than any block (12 bytes)".to_string()
+    } else if len % 4 != 0 {
+        ": not a multiple of 4".to_string()
+    } else if let Some(block) = d.get(..len) {
+        let trailer = word(block, len - 4, *big_endian);
+        if trailer as usize != len {
+            format!(": its trailing length says {trailer}")
+        } else {
+            String::new()
+        }
+    } else {
+        String::new()
+    }
 }
 
 /// `if_tsresol` (pcapng section 4.2): high bit clear = 10^-n seconds, set = 2^-n seconds.
@@ -200,6 +247,7 @@ impl FileReader {
             last_error,
             format: Format::PcapNg {
                 interfaces: Vec::new(),
+                big_endian: false,
             },
             capacity: INITIAL_CAPACITY,
             buf: Vec::new(),
@@ -233,15 +281,51 @@ impl FileReader {
         };
         let d = reader.data();
         match (&self.format, d.get(..8)) {
-            (Format::PcapNg { .. }, Some(b)) => {
-                let le = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+            (Format::PcapNg { big_endian, .. }, Some(b)) => {
+                let w = |i: usize| word(b, i, *big_endian);
                 format!(
                     "corrupt pcapng block (type 0x{:08x}, length {})",
-                    le(0),
-                    le(4)
+                    w(0),
+                    w(4)
                 )
             }
             _ => "corrupt record".to_string(),
+        }
+    }
+
+    /// A pcapng block the parser rejected: a packet block whose framing is sound (its length
+    /// a multiple of 4, its trailing length equal to the leading one, all of it in the file) but
+    /// whose contents lie is skipped and counted (`Skip(length)`); one that runs past the end of
+    /// the file is a truncated file; anything else is corrupt.
+    fn classify_bad_block(&self) -> BadBlock {
+        let Inner::Parser(reader) = &self.inner else {
+            return BadBlock::Corrupt;
+        };
+        let Format::PcapNg { big_endian, .. } = &self.format else {
+            return BadBlock::Truncated;
+        };
+        let d = reader.data();
+        if d.is_empty() {
+            return BadBlock::End;
+        }
+        let Some(head) = d.get(..8) else {
+            return BadBlock::Truncated;
+        };
+        let kind = word(head, 0, *big_endian);
+        let len = word(head, 4, *big_endian) as usize;
+        if len < 12 || len % 4 != 0 {
+            return BadBlock::Corrupt;
+        }
+        let Some(block) = d.get(..len) else {
+            // The parser asked for more and the file ended: the block is cut short.
+            return BadBlock::Truncated;
+        };
+        let trailer = word(block, len - 4, *big_endian) as usize;
+        let packet = matches!(kind, 3 | 6); // Simple and Enhanced Packet Blocks
+        if trailer == len && packet && kind != 0x0A0D_0D0A {
+            BadBlock::Skip(len)
+        } else {
+            BadBlock::Corrupt
         }
     }
 
@@ -346,10 +430,15 @@ impl FileReader {
                     if self.capacity >= MAX_CAPACITY {
                         self.done = true;
                         let what = self.describe_bad_block();
-                        return Err(self.error(format!(
-                            "{what}: claims more than {} MiB, larger than any real frame",
-                            MAX_CAPACITY >> 20
-                        )));
+                        // A framing error makes the parser ask for ever more; say which.
+                        let why = match block_problem(&self.format, &self.inner) {
+                            p if !p.is_empty() => p,
+                            _ => format!(
+                                ": claims more than {} MiB, larger than any real frame",
+                                MAX_CAPACITY >> 20
+                            ),
+                        };
+                        return Err(self.error(format!("{what}{why}")));
                     }
                     self.capacity *= 2;
                     reader.grow(self.capacity);
@@ -357,19 +446,35 @@ impl FileReader {
                         return self.read_failed();
                     }
                 }
-                Err(PcapError::UnexpectedEof) => {
-                    let detail = match self.last_error.take() {
-                        Some(e) => format!("the last record is cut short: {e}"),
-                        None => "the last record is cut short".to_string(),
-                    };
-                    self.stop_truncated(&detail);
-                }
                 Err(PcapError::ReadError) => return self.read_failed(),
-                Err(_) => {
-                    self.done = true;
-                    let what = self.describe_bad_block();
-                    return Err(self.error(what));
-                }
+                Err(e) => match (
+                    matches!(e, PcapError::UnexpectedEof),
+                    self.classify_bad_block(),
+                ) {
+                    (_, BadBlock::Skip(len)) => {
+                        self.stats.corrupt_blocks += 1;
+                        if let Inner::Parser(reader) = &mut self.inner {
+                            reader.consume(len);
+                        }
+                    }
+                    (true, BadBlock::End) => self.done = true,
+                    (true, BadBlock::Truncated) => {
+                        let detail = match self.last_error.take() {
+                            Some(e) => format!("the last record is cut short: {e}"),
+                            None => "the last record is cut short".to_string(),
+                        };
+                        self.stop_truncated(&detail);
+                    }
+                    _ => {
+                        self.done = true;
+                        let what = self.describe_bad_block();
+                        let why = match self.classify_bad_block() {
+                            BadBlock::Corrupt => block_problem(&self.format, &self.inner),
+                            _ => String::new(),
+                        };
+                        return Err(self.error(format!("{what}{why}")));
+                    }
+                },
             }
         }
         Ok(())
@@ -426,12 +531,17 @@ impl FileReader {
                 })
             }
             PcapBlockOwned::NG(block) => {
-                let Format::PcapNg { interfaces } = format else {
+                let Format::PcapNg {
+                    interfaces,
+                    big_endian,
+                } = format
+                else {
                     return None;
                 };
                 match block {
-                    Block::SectionHeader(_) => {
+                    Block::SectionHeader(shb) => {
                         interfaces.clear();
+                        *big_endian = shb.big_endian();
                         None
                     }
                     Block::InterfaceDescription(idb) => {

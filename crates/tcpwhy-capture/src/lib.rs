@@ -75,6 +75,9 @@ pub struct ContainerStats {
     pub packets_without_interface: u64,
     /// Records whose timestamp is earlier than the previous record of the same file.
     pub timestamps_backwards: u64,
+    /// pcapng packet blocks whose framing was sound but whose contents lied (a captured length
+    /// beyond the block, say): skipped, the blocks after them read.
+    pub corrupt_blocks: u64,
 }
 
 impl ContainerStats {
@@ -82,6 +85,7 @@ impl ContainerStats {
         self.blocks_skipped += o.blocks_skipped;
         self.packets_without_interface += o.packets_without_interface;
         self.timestamps_backwards += o.timestamps_backwards;
+        self.corrupt_blocks += o.corrupt_blocks;
     }
 }
 

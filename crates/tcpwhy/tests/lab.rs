@@ -193,24 +193,68 @@ fn killed_run_is_cleaned_by_lab_clean() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tmpdir("kill");
+    // What the host looks like outside the lab's namespaces, before.
+    let root_state = || {
+        let links = run_cmd("ip", &["-o", "link", "show"]);
+        let rules = run_cmd("iptables-legacy-save", &[]);
+        let rules: Vec<String> = rules
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        let queues =
+            std::fs::read_to_string("/proc/net/netfilter/nfnetlink_queue").unwrap_or_default();
+        (links, rules, queues)
+    };
+    let before_root = root_state();
     let before = lab_namespaces();
+    // Slow start after idle runs the NFQUEUE emulator (delay line in the router namespace).
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
-        .args(["lab", "run", "nagle-delayed-ack", "--capture"])
+        .args(["lab", "run", "slow-start-after-idle", "--capture"])
         .arg(format!("{}/", dir.display()))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mine = |n: &String| n.starts_with(&format!("twlab{pid}x"));
-    while !lab_namespaces().iter().any(mine) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+    // Wait until the emulator has bound its queue inside the router namespace.
+    let bound = || {
+        lab_namespaces()
+            .iter()
+            .filter(|n| mine(n) && n.ends_with("-r"))
+            .any(|r| {
+                !run_cmd(
+                    "ip",
+                    &[
+                        "netns",
+                        "exec",
+                        r,
+                        "cat",
+                        "/proc/net/netfilter/nfnetlink_queue",
+                    ],
+                )
+                .trim()
+                .is_empty()
+            })
+    };
+    while !bound() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        lab_namespaces().iter().any(mine),
-        "the run never built its namespaces"
-    );
+    assert!(bound(), "the run never bound its NFQUEUE");
     std::thread::sleep(Duration::from_millis(300));
+    // What the run recorded it changed (namespaces, sysctls and their old values).
+    let state: String = std::fs::read_dir("/run/tcpwhy-lab")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("twlab{pid}x"))
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(state.contains("netns "), "{state}");
     child.kill().unwrap(); // SIGKILL: no cleanup runs
     child.wait().unwrap();
     assert!(
@@ -225,6 +269,17 @@ fn killed_run_is_cleaned_by_lab_clean() {
         "lab clean left namespaces"
     );
     assert_eq!(lab_namespaces(), before);
+    // Every sysctl the run recorded is back to its old value.
+    for line in state.lines() {
+        let parts: Vec<&str> = line.splitn(3, ' ').collect();
+        if let ["sysctl", key, old] = parts[..] {
+            let path = format!("/proc/sys/{}", key.replace('.', "/"));
+            let now = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(now.trim(), old.trim(), "{key}");
+        }
+    }
+    // No link, firewall rule or NFQUEUE binding outside the (deleted) namespaces changed.
+    assert_eq!(root_state(), before_root);
     assert!(!std::fs::read_dir("/run/tcpwhy-lab")
         .map(|d| d.flatten().any(|e| e
             .file_name()
@@ -232,6 +287,15 @@ fn killed_run_is_cleaned_by_lab_clean() {
             .starts_with(&format!("twlab{pid}x"))))
         .unwrap_or(false));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command's standard output ("" if it cannot run).
+fn run_cmd(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 #[test]

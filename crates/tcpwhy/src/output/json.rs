@@ -205,6 +205,7 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
         "containers": {
             "blocks_skipped": r.containers.blocks_skipped,
             "packets_without_interface": r.containers.packets_without_interface,
+            "corrupt_blocks": r.containers.corrupt_blocks,
             "timestamps_backwards": r.containers.timestamps_backwards,
         },
         "start": s.first_ts.map(rfc3339),

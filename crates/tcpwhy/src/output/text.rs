@@ -745,12 +745,18 @@ impl Printer for TextPrinter {
         if !skipped.is_empty() {
             writeln!(o, "skipped: {}", skipped.join(", "))?;
         }
-        if !s.malformed.is_empty() {
-            let m: Vec<String> = s
-                .malformed
-                .iter()
-                .map(|(k, v)| format!("{v} {k}"))
-                .collect();
+        let mut m: Vec<String> = s
+            .malformed
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        if r.containers.corrupt_blocks > 0 {
+            m.push(format!(
+                "{} corrupt pcapng packet blocks",
+                r.containers.corrupt_blocks
+            ));
+        }
+        if !m.is_empty() {
             writeln!(o, "malformed (counted and skipped): {}", m.join(", "))?;
         }
         if r.tracker.connections > 0 {
