@@ -5,7 +5,9 @@ use super::{endpoint, Printer, Report};
 use crate::time::{ms, rfc3339};
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
-use tcpwhy_track::{Close, Connection, Endpoint, RttStats, Vantage};
+#[cfg(test)]
+use tcpwhy_track::{Close, Endpoint, RttStats};
+use tcpwhy_track::{Connection, Vantage};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -17,6 +19,8 @@ pub struct JsonPrinter {
     live: bool,
     /// Write a record per request/response exchange (`--exchanges`).
     exchanges: bool,
+    /// One record's bytes (reused).
+    buf: Vec<u8>,
 }
 
 impl JsonPrinter {
@@ -27,6 +31,25 @@ impl JsonPrinter {
             vantage: [0; 5],
             live,
             exchanges,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Write the record in `buf` as one line.
+    fn write_buf(&mut self) {
+        if self.err.is_some() {
+            return;
+        }
+        self.buf.push(b'\n');
+        let r = self.out.write_all(&self.buf).and_then(|_| {
+            if self.live {
+                self.out.flush()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = r {
+            self.err = Some(e);
         }
     }
 
@@ -44,10 +67,12 @@ impl JsonPrinter {
     }
 }
 
+#[cfg(test)] // the reference json_fast is tested against
 fn close_json(c: Close) -> Value {
     json!({"kind": c.kind(), "by": c.by().map(|s| s.name())})
 }
 
+#[cfg(test)] // the reference json_fast is tested against
 fn rtt_json(r: &RttStats) -> Value {
     if r.count == 0 {
         return Value::Null;
@@ -60,6 +85,7 @@ fn rtt_json(r: &RttStats) -> Value {
     })
 }
 
+#[cfg(test)] // the reference json_fast is tested against
 fn endpoint_json(e: &Endpoint) -> Value {
     json!({
         "packets": e.packets,
@@ -89,6 +115,7 @@ fn endpoint_json(e: &Endpoint) -> Value {
     })
 }
 
+#[cfg(test)] // the reference json_fast is tested against
 pub fn connection_json(c: &Connection) -> Value {
     let hs = &c.handshake;
     let handshake = if hs.syn.is_some() || hs.syn_ack.is_some() {
@@ -244,6 +271,7 @@ pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
     })
 }
 
+#[cfg(test)] // the reference json_fast is tested against
 pub fn exchange_json(x: &tcpwhy_detect::Exchange) -> Value {
     let s = &x.split;
     json!({
@@ -299,8 +327,9 @@ impl Printer for JsonPrinter {
 
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
         if self.exchanges {
-            let v = exchange_json(x);
-            self.line(&v);
+            self.buf.clear();
+            super::json_fast::exchange(&mut self.buf, x, SCHEMA_VERSION);
+            self.write_buf();
         }
     }
 
@@ -311,8 +340,9 @@ impl Printer for JsonPrinter {
 
     fn connection(&mut self, c: &Connection) {
         self.vantage[vantage_index(c.vantage())] += 1;
-        let v = connection_json(c);
-        self.line(&v);
+        self.buf.clear();
+        super::json_fast::connection(&mut self.buf, c, SCHEMA_VERSION);
+        self.write_buf();
     }
 
     fn check(&mut self) -> io::Result<()> {

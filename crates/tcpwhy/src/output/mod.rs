@@ -2,6 +2,7 @@
 
 pub mod html;
 pub mod json;
+mod json_fast;
 pub mod text;
 
 use std::io;
