@@ -10,7 +10,7 @@ use std::io::{Cursor, ErrorKind, Read};
 use tcpwhy_wire::LinkType;
 
 /// The parser's buffer starts here and doubles, up to `MAX_CAPACITY`, when a block needs more.
-const INITIAL_CAPACITY: usize = 1 << 20;
+const INITIAL_CAPACITY: usize = 64 << 10;
 /// A record or block larger than this is a lie about its length (pcap's largest snaplen is
 /// 256 KiB; pcapng tools write blocks far below this).
 const MAX_CAPACITY: usize = 16 << 20;

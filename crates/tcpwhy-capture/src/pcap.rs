@@ -13,7 +13,10 @@ use tcpwhy_wire::LinkType;
 pub(crate) const FILE_HEADER: usize = 24;
 /// Bytes asked of the stream per read: large enough that system calls are rare, small enough
 /// that a block the kernel just copied is still in the CPU's cache when its records are parsed.
+/// Reads start at `FIRST_BLOCK` and double up to this, so that a small file (or a fuzzer's
+/// input) does not pay for a megabyte of buffer.
 const BLOCK: usize = 1 << 20;
+const FIRST_BLOCK: usize = 64 << 10;
 
 /// The magic numbers as they read in little-endian order.
 const MAGIC_US: u32 = 0xa1b2_c3d4;
@@ -98,6 +101,8 @@ pub(crate) struct PcapReader {
     offset: u64,
     eof: bool,
     max_record: usize,
+    /// The next read's size (doubles up to `BLOCK`).
+    block: usize,
 }
 
 impl PcapReader {
@@ -112,6 +117,7 @@ impl PcapReader {
             offset: 0,
             eof: false,
             max_record,
+            block: FIRST_BLOCK,
         }
     }
 
@@ -140,10 +146,11 @@ impl PcapReader {
             self.end -= self.start;
             self.start = 0;
         }
-        let want = need.max(BLOCK);
+        let want = need.max(self.block);
         if self.buf.len() < want {
             self.buf.resize(want, 0);
         }
+        self.block = (self.block * 2).min(BLOCK);
         while self.end < need && !self.eof {
             match self.src.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
