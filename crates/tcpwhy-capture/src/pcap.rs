@@ -13,8 +13,8 @@ use tcpwhy_wire::LinkType;
 pub(crate) const FILE_HEADER: usize = 24;
 /// Bytes asked of the stream per read: large enough that system calls are rare, small enough
 /// that a block the kernel just copied is still in the CPU's cache when its records are parsed.
-/// Reads start at `FIRST_BLOCK` and double up to this, so that a small file (or a fuzzer's
-/// input) does not pay for a megabyte of buffer.
+/// The first read asks for `FIRST_BLOCK` only, so that a small file (or a fuzzer's input)
+/// does not pay for a megabyte of buffer; a file that needs a second read gets `BLOCK`.
 const BLOCK: usize = 1 << 20;
 const FIRST_BLOCK: usize = 64 << 10;
 
@@ -101,7 +101,7 @@ pub(crate) struct PcapReader {
     offset: u64,
     eof: bool,
     max_record: usize,
-    /// The next read's size (doubles up to `BLOCK`).
+    /// The next read's size (`FIRST_BLOCK`, then `BLOCK`).
     block: usize,
 }
 
@@ -150,7 +150,7 @@ impl PcapReader {
         if self.buf.len() < want {
             self.buf.resize(want, 0);
         }
-        self.block = (self.block * 2).min(BLOCK);
+        self.block = BLOCK;
         while self.end < need && !self.eof {
             match self.src.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,

@@ -198,8 +198,98 @@ struct Timer {
 struct History {
     key: FlowKey,
     hash: u64,
+    /// Forgotten after this (capture time).
+    deadline: i64,
+    /// Still the tuple's latest (not taken by a new connection, not replaced).
+    live: bool,
     prev: Predecessor,
     client: (IpAddr, u16),
+}
+
+/// What the next SYN on a 4-tuple needs to know about the connection finished on it: entries
+/// oldest first in a ring (allocated as it fills, at most `cap`), found through an index of
+/// their positions by the tuple's hash. An entry is forgotten when its tuple gets a newer
+/// one, when a new connection takes it, when its deadline passes, or when the ring needs its
+/// place. (A map of entries held up to twice the entries' memory in empty buckets.)
+struct HistoryRing {
+    ring: Vec<History>,
+    head: usize,
+    len: usize,
+    cap: usize,
+    index: HashTable<u32>,
+}
+
+impl HistoryRing {
+    fn new(cap: usize) -> HistoryRing {
+        HistoryRing {
+            ring: Vec::new(),
+            head: 0,
+            len: 0,
+            cap: cap.max(1),
+            index: HashTable::new(),
+        }
+    }
+
+    /// The tuple's entry, taken out (`None` if there is none or it is past its deadline).
+    fn take(&mut self, hash: u64, key: &FlowKey, now: i64) -> Option<History> {
+        let ring = &self.ring;
+        let e = self
+            .index
+            .find_entry(hash, |&p| ring[p as usize].key == *key)
+            .ok()?;
+        let pos = *e.get() as usize;
+        e.remove();
+        let h = &mut self.ring[pos];
+        h.live = false;
+        (h.deadline > now).then_some(*h)
+    }
+
+    fn put(&mut self, h: History) {
+        if let Some(old) = self.take(h.hash, &h.key, i64::MIN) {
+            debug_assert!(old.key == h.key);
+        }
+        if self.len == self.cap {
+            self.pop_oldest();
+        }
+        let pos = (self.head + self.len) % self.cap;
+        if pos == self.ring.len() {
+            self.ring.push(h);
+        } else {
+            self.ring[pos] = h;
+        }
+        self.len += 1;
+        let ring = &self.ring;
+        self.index
+            .insert_unique(h.hash, pos as u32, |&p| ring[p as usize].hash);
+    }
+
+    fn pop_oldest(&mut self) {
+        let head = self.head;
+        let h = self.ring[head];
+        if h.live {
+            if let Ok(e) = self.index.find_entry(h.hash, |&p| p as usize == head) {
+                e.remove();
+            }
+        }
+        self.head = (self.head + 1) % self.cap;
+        self.len -= 1;
+    }
+
+    /// Forget entries whose deadline has passed (the oldest first; an entry behind a later
+    /// deadline waits, and `take` ignores it once due).
+    fn expire(&mut self, now: i64) {
+        while self.len > 0 && self.ring[self.head].deadline <= now {
+            self.pop_oldest();
+        }
+    }
+
+    fn next_deadline(&self) -> i64 {
+        if self.len > 0 {
+            self.ring[self.head].deadline
+        } else {
+            i64::MAX
+        }
+    }
 }
 
 /// Connections stored in fixed chunks: growing never moves (copies) the ones already stored.
@@ -271,8 +361,7 @@ pub struct Tracker {
     /// No timer or history entry runs out before this (capture time moving on before it has
     /// nothing to do).
     next_due: i64,
-    history: HashTable<History>,
-    history_q: VecDeque<(i64, u64, u64)>,
+    history: HistoryRing,
     /// The latest capture time seen (timestamps may step backwards; timers do not).
     now: i64,
     stats: TrackerStats,
@@ -324,6 +413,7 @@ fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
 
 impl Tracker {
     pub fn new(cfg: Config) -> Tracker {
+        let history = HistoryRing::new(cfg.max_connections);
         Tracker {
             cfg,
             index: HashTable::new(),
@@ -338,8 +428,7 @@ impl Tracker {
             armed: Vec::new(),
             closed: VecDeque::new(),
             next_due: i64::MAX,
-            history: HashTable::new(),
-            history_q: VecDeque::new(),
+            history,
             now: i64::MIN,
             stats: TrackerStats::default(),
         }
@@ -414,9 +503,7 @@ impl Tracker {
                 let key = FlowKey::of(seg);
                 let prev = self
                     .history
-                    .find_entry(hash, |h| h.key == key)
-                    .ok()
-                    .map(|e| e.remove().0)
+                    .take(hash, &key, at.ts_ns)
                     .map(|h| (h.prev, h.client));
                 self.create(hash, seg, at, prev, sink)
             }
@@ -689,23 +776,9 @@ impl Tracker {
             }
             self.closed.pop_front();
         }
-        while let Some(&(deadline, hash, id)) = self.history_q.front() {
-            if deadline > now {
-                break;
-            }
-            self.history_q.pop_front();
-            self.forget(hash, id);
-        }
+        self.history.expire(now);
         let timer = self.timers.peek().map_or(i64::MAX, |t| t.0.deadline);
-        let history = self.history_q.front().map_or(i64::MAX, |h| h.0);
-        self.next_due = timer.min(history);
-    }
-
-    /// Drop the history entry of connection `id`, if it is still the one for its tuple.
-    fn forget(&mut self, hash: u64, id: u64) {
-        if let Ok(e) = self.history.find_entry(hash, |h| h.prev.id == id) {
-            e.remove();
-        }
+        self.next_due = timer.min(self.history.next_deadline());
     }
 
     /// Make room: finish the connection that closed longest ago, else the least recently active
@@ -753,29 +826,18 @@ impl Tracker {
             e.remove();
         }
         if reason != EndReason::Superseded {
+            // History is bounded like the table: the oldest facts go first.
             let (prev, client) = history_of(&c);
-            let key = FlowKey::of_conn(&c);
-            let h = History {
-                key,
+            let deadline = c.last.ts_ns + self.cfg.history_ns;
+            self.history.put(History {
+                key: FlowKey::of_conn(&c),
                 hash,
+                deadline,
+                live: true,
                 prev,
                 client,
-            };
-            match self.history.find_entry(hash, |h| h.key == key) {
-                Ok(mut e) => *e.get_mut() = h,
-                Err(_) => {
-                    self.history.insert_unique(hash, h, |h| h.hash);
-                }
-            }
-            let deadline = c.last.ts_ns + self.cfg.history_ns;
-            self.history_q.push_back((deadline, hash, c.id));
+            });
             self.next_due = self.next_due.min(deadline);
-            // History is bounded like the table: the oldest facts go first.
-            while self.history_q.len() > self.cfg.max_connections.max(1) {
-                if let Some((_, hash, id)) = self.history_q.pop_front() {
-                    self.forget(hash, id);
-                }
-            }
         }
         sink.connection(&c);
     }

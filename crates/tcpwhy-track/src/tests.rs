@@ -730,3 +730,102 @@ fn the_same_packet_captured_twice_is_not_a_retransmission() {
         "the handshake's SYN-ACK and five data segments"
     );
 }
+
+#[test]
+fn history_forgets_the_oldest_when_full_and_what_is_past_its_deadline() {
+    // Three entries at most (the table's cap), kept 5 s: five connections reset on five
+    // ports; the next SYNs find predecessors only for the last three, and none once 5 s have
+    // passed since the connection's last packet.
+    let cfg = Config {
+        max_connections: 3,
+        history_ns: 5_000 * MS,
+        ..Config::default()
+    };
+    let mut r = Run::with(cfg);
+    let port = |i: u16| (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 41_000 + i);
+    for i in 0..5u16 {
+        let t = i64::from(i) * 10;
+        r.seg_between(t, port(i), S, SYN, 100, 0, 0);
+        r.seg_between(t + 1, S, port(i), SYN | ACK, 500, 101, 0);
+        r.seg_between(t + 2, port(i), S, RST, 101, 0, 0);
+    }
+    // Capture time moves past the linger (2 s) so all five are finished into the history.
+    r.seg_between(2_100, port(9), S, SYN, 1, 0, 0);
+    assert_eq!(r.done.len(), 5);
+    for i in [0u16, 1, 2, 3, 4] {
+        r.seg_between(2_200 + i64::from(i), port(i), S, SYN, 7_000, 0, 0);
+    }
+    let done = r.finish();
+    let prev_of = |p: u16, syn_at_ms: i64| {
+        done.iter()
+            .find(|c| c.client.port == 41_000 + p && c.first.ts_ns == syn_at_ms * MS)
+            .map(|c| c.prev.is_some())
+    };
+    assert_eq!(
+        prev_of(0, 2_200),
+        Some(false),
+        "the oldest two were forgotten"
+    );
+    assert_eq!(prev_of(1, 2_201), Some(false));
+    assert_eq!(prev_of(2, 2_202), Some(true));
+    assert_eq!(prev_of(3, 2_203), Some(true));
+    assert_eq!(prev_of(4, 2_204), Some(true));
+    // A connection reset after its handshake (finished 2 s later); a SYN on its tuple 9 s
+    // after its last packet is past the 5 s deadline.
+    let mut r = Run::with(Config {
+        history_ns: 5_000 * MS,
+        ..Config::default()
+    });
+    r.handshake(0, 1, 100, 500);
+    r.seg(2, C, RST, 101, 0, 0);
+    r.seg_between(3_000, port(9), S, SYN, 1, 0, 0);
+    assert_eq!(r.done.len(), 1, "finished into the history");
+    r.seg(9_000, C, SYN, 900, 0, 0);
+    let done = r.finish();
+    let late = done
+        .iter()
+        .find(|c| c.client.port == C.1 && c.first.ts_ns == 9_000 * MS);
+    assert_eq!(
+        late.map(|c| c.prev.is_some()),
+        Some(false),
+        "past its deadline"
+    );
+}
+
+#[test]
+fn history_past_its_deadline_behind_a_later_one_is_ignored() {
+    // The history is kept in the order connections finished. B resets at 1.0 s and finishes
+    // at 3.0 s (deadline 6.0 s); A goes quiet at 0.5 s and finishes by idle timeout at 3.5 s
+    // (deadline 5.5 s), after B. At 5.8 s A's entry is past its deadline but still behind
+    // B's: a SYN on A's tuple then must not get A as its predecessor.
+    let cfg = Config {
+        idle_timeout_ns: 3_000 * MS,
+        history_ns: 5_000 * MS,
+        ..Config::default()
+    };
+    let mut r = Run::with(cfg);
+    let b = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)), 40_007);
+    r.handshake(0, 1, 100, 500); // A on C:S, last packet at 1 ms ...
+    r.seg(500, C, ACK | PSH, 101, 501, 10); // ... and at 0.5 s
+    r.seg_between(600, b, S, SYN, 1, 0, 0);
+    r.seg_between(601, S, b, SYN | ACK, 9, 2, 0);
+    r.seg_between(1_000, b, S, RST, 2, 0, 0);
+    r.seg_between(
+        3_600,
+        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 8)), 40_008),
+        S,
+        SYN,
+        1,
+        0,
+        0,
+    );
+    assert_eq!(r.done.len(), 2, "A and B finished");
+    assert_eq!(r.done[0].client.port, b.1, "B first");
+    r.seg(5_800, C, SYN, 9_000, 0, 0);
+    let done = r.finish();
+    let late = done
+        .iter()
+        .find(|c| c.client.port == C.1 && c.first.ts_ns == 5_800 * MS)
+        .unwrap();
+    assert!(late.prev.is_none(), "{:?}", late.prev);
+}
