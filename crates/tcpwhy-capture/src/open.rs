@@ -81,6 +81,11 @@ pub(crate) struct Opened {
 
 pub(crate) fn open(path: &str) -> io::Result<Opened> {
     let raw: DynRead = if path == "-" {
+        // A pipe holds 64 KiB by default: the producer (tcpdump -w -, zstd -dc) and tcpwhy then
+        // take turns every 64 KiB. Ask for 1 MiB (Linux; the limit is fs.pipe-max-size); on
+        // anything but a pipe, or if refused, nothing changes.
+        #[cfg(target_os = "linux")]
+        let _ = nix::fcntl::fcntl(io::stdin(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
         Box::new(io::stdin())
     } else {
         Box::new(File::open(path)?)
