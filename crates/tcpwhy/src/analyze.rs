@@ -173,11 +173,8 @@ fn sharded(
     loop {
         match capture.next() {
             Ok(Some(p)) => {
-                match front.frame(p.ts_ns, p.link, p.data, p.orig_len) {
-                    Some((seg, wire_len)) => {
-                        engine.segment(seg, p.frame, p.ts_ns, wire_len, &mut sinks)?
-                    }
-                    None => engine.other_frame(p.frame, p.ts_ns),
+                if let Some((seg, wire_len)) = front.frame(p.ts_ns, p.link, p.data, p.orig_len) {
+                    engine.segment(seg, p.frame, p.ts_ns, wire_len, &mut sinks)?;
                 }
                 n += 1;
                 if n % 65_536 == 0 {

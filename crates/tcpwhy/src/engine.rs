@@ -190,9 +190,8 @@ pub struct Engine {
     handles: Vec<JoinHandle<TrackerStats>>,
     in_round: usize,
     in_flight: usize,
-    /// Capture time, never stepping back (see `Tracker::segment_hashed`).
+    /// Capture time of the TCP segments, never stepping back (see `Tracker::segment_hashed`).
     now: i64,
-    last_frame: u64,
 }
 
 impl Engine {
@@ -225,7 +224,6 @@ impl Engine {
             in_round: 0,
             in_flight: 0,
             now: i64::MIN,
-            last_frame: 0,
         })
     }
 
@@ -238,8 +236,9 @@ impl Engine {
         wire_len: u32,
         sinks: &mut Sinks<'_>,
     ) -> io::Result<()> {
+        // Only TCP segments move the trackers' clock (as for one tracker fed by `Analyzer`):
+        // a later frame of another protocol must not expire connections or clamp times.
         self.now = self.now.max(ts_ns);
-        self.last_frame = frame;
         let hash = flow_hash(&seg);
         let k = shard_of(hash, self.shards);
         self.batches[k].push(Item {
@@ -260,12 +259,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// A frame that is not TCP still moves capture time on.
-    pub fn other_frame(&mut self, frame: u64, ts_ns: i64) {
-        self.now = self.now.max(ts_ns);
-        self.last_frame = frame;
     }
 
     fn send_round(&mut self) -> io::Result<()> {

@@ -214,3 +214,47 @@ fn a_capture_across_many_rounds_gives_the_same_report_with_any_thread_count() {
     same_for_any_thread_count(file);
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn frames_that_are_not_tcp_do_not_move_time_for_threads_alone() {
+    // One open connection, then an ARP frame 400 s later (past the 300 s idle timeout) and a
+    // TCP frame stamped before that ARP frame: one thread finishes the connection at the end
+    // of the capture (only TCP moves its clock); threads must too, and must clamp the late
+    // TCP frame's time the same way.
+    let path = std::env::temp_dir().join(format!("tcpwhy-threads-arp-{}.pcap", std::process::id()));
+    let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    let recs: Vec<(u64, Vec<u8>)> = vec![
+        (1_000_000, frame(a, b, 40000, 80, 100, 0, SYN, 0)),
+        (1_000_100, frame(b, a, 80, 40000, 500, 101, SYN | ACK, 0)),
+        (1_000_200, frame(a, b, 40000, 80, 101, 501, ACK, 0)),
+        (401_000_000, arp),
+        (300_000_000, frame(a, b, 40001, 80, 7, 0, SYN, 0)),
+    ];
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    w.write_all(&0xa1b2c3d4u32.to_le_bytes()).unwrap();
+    w.write_all(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    w.write_all(&65535u32.to_le_bytes()).unwrap();
+    w.write_all(&1u32.to_le_bytes()).unwrap();
+    for (ts, f) in &recs {
+        for v in [
+            (ts / 1_000_000) as u32,
+            (ts % 1_000_000) as u32,
+            f.len() as u32,
+            f.len() as u32,
+        ] {
+            w.write_all(&v.to_le_bytes()).unwrap();
+        }
+        w.write_all(f).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let file = path.to_str().unwrap();
+    let out = tcpwhy(&["analyze", "--threads", "1", "--format", "json", file]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"end_reason\":\"capture-end\""), "{text}");
+    same_for_any_thread_count(file);
+    std::fs::remove_file(&path).ok();
+}
