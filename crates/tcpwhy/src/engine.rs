@@ -37,28 +37,61 @@ struct Item {
 }
 
 enum Msg {
-    Round { items: Vec<Item>, now: i64 },
+    /// A round's segments, where capture time is at its end, and an emptied batch of
+    /// records to fill again.
+    Round {
+        items: Vec<Item>,
+        now: i64,
+        out: Batch,
+    },
     End,
 }
 
-/// What a worker reports, with its key.
-enum Rec {
+/// What a record is; its payload (if any) is in the batch's vector of that kind.
+#[derive(Clone, Copy)]
+enum Kind {
     Started,
-    Finding(Box<Finding>),
-    Exchange(Box<Exchange>),
-    Stall(Box<Stall>),
-    Connection(Box<Connection>),
+    Finding,
+    Exchange,
+    Stall,
+    Connection,
 }
 
-struct Keyed {
+#[derive(Clone, Copy)]
+struct Key {
     moment: Moment,
     seq: u32,
-    rec: Rec,
+    kind: Kind,
+    /// Index into the batch's vector of `kind`.
+    idx: u32,
 }
 
-/// A round's records from one worker, and its batch to use again.
+/// A round's records from one worker: their keys, and their payloads by kind, in vectors
+/// that go back and forth between the worker and the reading thread and are used again.
+/// (Records boxed one by one were allocated by the worker and freed by the reading thread:
+/// glibc's arena lock then cost a futex wake-up per few records, 8% of the run.)
+#[derive(Default)]
+struct Batch {
+    keys: Vec<Key>,
+    findings: Vec<Finding>,
+    exchanges: Vec<Exchange>,
+    stalls: Vec<Stall>,
+    connections: Vec<Connection>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.findings.clear();
+        self.exchanges.clear();
+        self.stalls.clear();
+        self.connections.clear();
+    }
+}
+
+/// A round's records from one worker, and its batch of segments to use again.
 struct Done {
-    recs: Vec<Keyed>,
+    out: Batch,
     items: Vec<Item>,
 }
 
@@ -66,16 +99,18 @@ struct Done {
 struct Collect<'a> {
     now: Moment,
     seq: u32,
-    recs: &'a RefCell<Vec<Keyed>>,
+    out: &'a RefCell<Batch>,
 }
 
 impl Collect<'_> {
-    fn push(&mut self, rec: Rec) {
-        self.recs.borrow_mut().push(Keyed {
+    fn key(&mut self, kind: Kind, idx: usize) {
+        let key = Key {
             moment: self.now,
             seq: self.seq,
-            rec,
-        });
+            kind,
+            idx: idx as u32,
+        };
+        self.out.borrow_mut().keys.push(key);
         self.seq += 1;
     }
 }
@@ -88,41 +123,65 @@ impl Output for Collect<'_> {
         }
     }
     fn started(&mut self, _c: &Connection) {
-        self.push(Rec::Started);
+        self.key(Kind::Started, 0);
     }
     fn finding(&mut self, f: &Finding) {
-        self.push(Rec::Finding(Box::new(f.clone())));
+        let idx = {
+            let mut b = self.out.borrow_mut();
+            b.findings.push(f.clone());
+            b.findings.len() - 1
+        };
+        self.key(Kind::Finding, idx);
     }
     fn exchange(&mut self, x: &Exchange) {
-        self.push(Rec::Exchange(Box::new(x.clone())));
+        let idx = {
+            let mut b = self.out.borrow_mut();
+            b.exchanges.push(x.clone());
+            b.exchanges.len() - 1
+        };
+        self.key(Kind::Exchange, idx);
     }
     fn stall(&mut self, s: &Stall) {
-        self.push(Rec::Stall(Box::new(s.clone())));
+        let idx = {
+            let mut b = self.out.borrow_mut();
+            b.stalls.push(s.clone());
+            b.stalls.len() - 1
+        };
+        self.key(Kind::Stall, idx);
     }
     fn connection(&mut self, c: &Connection) {
-        self.push(Rec::Connection(Box::new(c.clone())));
+        let idx = {
+            let mut b = self.out.borrow_mut();
+            b.connections.push(c.clone());
+            b.connections.len() - 1
+        };
+        self.key(Kind::Connection, idx);
     }
 }
 
 fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done>) -> TrackerStats {
-    let recs = RefCell::new(Vec::new());
+    let out = RefCell::new(Batch::default());
     let mut collect = Collect {
         now: Moment::default(),
         seq: 0,
-        recs: &recs,
+        out: &out,
     };
     let mut tracker = Tracker::new(cfg);
     let mut det = Detectors::new(&disabled, &mut collect);
     while let Ok(msg) = rx.recv() {
         match msg {
-            Msg::Round { mut items, now } => {
+            Msg::Round {
+                mut items,
+                now,
+                out: empty,
+            } => {
                 for it in &items {
                     tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
                 }
                 tracker.advance_to(now, &mut det);
                 items.clear();
                 let done = Done {
-                    recs: recs.take(),
+                    out: out.replace(empty),
                     items,
                 };
                 if tx.send(done).is_err() {
@@ -132,7 +191,7 @@ fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done
             Msg::End => {
                 tracker.finish_all(&mut det);
                 let _ = tx.send(Done {
-                    recs: recs.take(),
+                    out: out.take(),
                     items: Vec::new(),
                 });
                 break;
@@ -161,21 +220,34 @@ impl<'a> Sinks<'a> {
         }
     }
 
-    fn emit(&mut self, rec: Rec) {
-        match rec {
-            Rec::Started => {
+    fn emit(&mut self, key: &Key, b: &Batch) {
+        let i = key.idx as usize;
+        match key.kind {
+            Kind::Started => {
                 self.open += 1;
                 self.peak_open = self.peak_open.max(self.open);
             }
-            Rec::Finding(f) => {
-                *self.ids.entry(f.id).or_insert(0) += 1;
-                self.printer.finding(&f);
+            Kind::Finding => {
+                if let Some(f) = b.findings.get(i) {
+                    *self.ids.entry(f.id).or_insert(0) += 1;
+                    self.printer.finding(f);
+                }
             }
-            Rec::Exchange(x) => self.printer.exchange(&x),
-            Rec::Stall(s) => self.printer.stall(&s),
-            Rec::Connection(c) => {
-                self.open = self.open.saturating_sub(1);
-                self.printer.connection(&c);
+            Kind::Exchange => {
+                if let Some(x) = b.exchanges.get(i) {
+                    self.printer.exchange(x);
+                }
+            }
+            Kind::Stall => {
+                if let Some(s) = b.stalls.get(i) {
+                    self.printer.stall(s);
+                }
+            }
+            Kind::Connection => {
+                if let Some(c) = b.connections.get(i) {
+                    self.open = self.open.saturating_sub(1);
+                    self.printer.connection(c);
+                }
             }
         }
     }
@@ -186,6 +258,10 @@ pub struct Engine {
     shards: usize,
     batches: Vec<Vec<Item>>,
     spare: Vec<Vec<Item>>,
+    /// Emptied record batches, by worker.
+    spare_out: Vec<Vec<Batch>>,
+    /// The merge order of a round's records: (key, worker).
+    order: Vec<(Key, u32)>,
     to: Vec<SyncSender<Msg>>,
     from: Vec<Receiver<Done>>,
     handles: Vec<JoinHandle<TrackerStats>>,
@@ -219,6 +295,8 @@ impl Engine {
             shards,
             batches: (0..shards).map(|_| Vec::new()).collect(),
             spare: Vec::new(),
+            spare_out: (0..shards).map(|_| Vec::new()).collect(),
+            order: Vec::new(),
             to,
             from,
             handles,
@@ -269,10 +347,12 @@ impl Engine {
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(ROUND / self.shards + 64));
             let items = std::mem::replace(&mut self.batches[k], fresh);
+            let out = self.spare_out[k].pop().unwrap_or_default();
             self.to[k]
                 .send(Msg::Round {
                     items,
                     now: self.now,
+                    out,
                 })
                 .map_err(|_| worker_gone())?;
         }
@@ -283,14 +363,10 @@ impl Engine {
 
     /// The oldest round's records from every worker, in one tracker's order.
     fn collect_round(&mut self, sinks: &mut Sinks<'_>) -> io::Result<()> {
-        let mut all: Vec<Keyed> = Vec::new();
+        let mut outs = Vec::with_capacity(self.from.len());
         for rx in &self.from {
             let done = rx.recv().map_err(|_| worker_gone())?;
-            if all.is_empty() {
-                all = done.recs;
-            } else {
-                all.extend(done.recs);
-            }
+            outs.push(done.out);
             if done.items.capacity() > 0 {
                 self.spare.push(done.items);
             }
@@ -298,9 +374,21 @@ impl Engine {
         self.in_flight -= 1;
         // Keys are unique across workers (a moment is a packet, or a timer or the end of one
         // connection: each belongs to one worker), so the order is total.
-        all.sort_by_key(|k| (k.moment, k.seq));
-        for k in all {
-            sinks.emit(k.rec);
+        self.order.clear();
+        for (w, out) in outs.iter().enumerate() {
+            self.order.extend(out.keys.iter().map(|&k| (k, w as u32)));
+        }
+        self.order.sort_unstable_by_key(|(k, _)| (k.moment, k.seq));
+        for (k, w) in &self.order {
+            if let Some(out) = outs.get(*w as usize) {
+                sinks.emit(k, out);
+            }
+        }
+        for (w, mut out) in outs.into_iter().enumerate() {
+            out.clear();
+            if let Some(spare) = self.spare_out.get_mut(w) {
+                spare.push(out);
+            }
         }
         sinks.printer.check()
     }
