@@ -353,6 +353,11 @@ pub struct Tracker {
     /// later activity must not wait behind every timer queued since (with FIFO queues a closed
     /// connection lingered twice as long).
     timers: BinaryHeap<Reverse<Timer>>,
+    /// The first look at each new connection, a fixed time after its first packet: armed in
+    /// capture order, so this queue is already sorted and needs no heap (half the heap's
+    /// pushes and pops). An entry out of order (a caller's frame numbers not ascending) goes
+    /// to the heap instead. Timers pop from whichever of the two holds the least.
+    first_looks: VecDeque<Timer>,
     /// Each slot's live timer deadline (other entries for the slot are stale); never later
     /// than the connection's due time.
     armed: Vec<i64>,
@@ -425,6 +430,7 @@ impl Tracker {
             free: Vec::new(),
             open: 0,
             timers: BinaryHeap::new(),
+            first_looks: VecDeque::new(),
             armed: Vec::new(),
             closed: VecDeque::new(),
             next_due: i64::MAX,
@@ -590,7 +596,18 @@ impl Tracker {
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
         // A first look after the linger time: most connections have closed by then.
         let first = at.ts_ns + self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns);
-        self.arm(slot, id, first);
+        let t = Timer {
+            deadline: first,
+            id,
+            slot,
+        };
+        if self.first_looks.back().is_none_or(|b| *b < t) {
+            self.next_due = self.next_due.min(first);
+            self.armed[slot as usize] = first;
+            self.first_looks.push_back(t);
+        } else {
+            self.arm(slot, id, first);
+        }
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
         }
@@ -737,6 +754,24 @@ impl Tracker {
         self.timers.push(Reverse(Timer { deadline, id, slot }));
     }
 
+    /// The earliest timer of the heap and the queue of first looks.
+    fn peek_timer(&self) -> Option<Timer> {
+        match (self.timers.peek(), self.first_looks.front()) {
+            (Some(Reverse(h)), Some(q)) => Some(*h.min(q)),
+            (Some(Reverse(h)), None) => Some(*h),
+            (None, q) => q.copied(),
+        }
+    }
+
+    fn pop_timer(&mut self) -> Option<Timer> {
+        let t = self.peek_timer()?;
+        if self.first_looks.front() == Some(&t) {
+            self.first_looks.pop_front()
+        } else {
+            self.timers.pop().map(|r| r.0)
+        }
+    }
+
     /// The connection a timer belongs to, if the timer is its live one.
     fn armed_conn(&self, t: &Timer) -> Option<&Connection> {
         self.live(t)
@@ -748,11 +783,11 @@ impl Tracker {
     /// connection finishes at its true due time, announced as its moment.
     fn expire(&mut self, sink: &mut dyn Sink) {
         let now = self.now;
-        while let Some(&Reverse(t)) = self.timers.peek() {
+        while let Some(t) = self.peek_timer() {
             if t.deadline > now {
                 break;
             }
-            self.timers.pop();
+            self.pop_timer();
             let Some(c) = self.armed_conn(&t) else {
                 continue;
             };
@@ -777,7 +812,7 @@ impl Tracker {
             self.closed.pop_front();
         }
         self.history.expire(now);
-        let timer = self.timers.peek().map_or(i64::MAX, |t| t.0.deadline);
+        let timer = self.peek_timer().map_or(i64::MAX, |t| t.deadline);
         self.next_due = timer.min(self.history.next_deadline());
     }
 
@@ -798,7 +833,7 @@ impl Tracker {
             }
         }
         let mut scanned = 0;
-        while let Some(Reverse(t)) = self.timers.pop() {
+        while let Some(t) = self.pop_timer() {
             let Some(c) = self.armed_conn(&t) else {
                 continue;
             };

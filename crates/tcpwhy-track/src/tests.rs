@@ -829,3 +829,41 @@ fn history_past_its_deadline_behind_a_later_one_is_ignored() {
         .unwrap();
     assert!(late.prev.is_none(), "{:?}", late.prev);
 }
+
+/// First looks wait in a plain queue when they come in capture order; a caller whose frame
+/// numbers do not ascend must still see connections due at once finish in id order.
+#[test]
+fn connections_due_at_once_finish_in_id_order_whatever_order_their_frames_came_in() {
+    let mut t = Tracker::new(Config {
+        idle_timeout_ns: 1_000 * MS,
+        closed_linger_ns: 1_000 * MS,
+        ..Config::default()
+    });
+    let mut done: Vec<u64> = Vec::new();
+    let syn = |port: u16| TcpSegment {
+        src: C.0,
+        dst: S.0,
+        src_port: port,
+        dst_port: S.1,
+        seq: Seq(1),
+        ack: Seq(0),
+        flags: TcpFlags(SYN),
+        window: 1000,
+        payload_len: 0,
+        options: TcpOptions::default(),
+        ip_id: 0,
+        first_fragment: false,
+    };
+    // Three SYNs stamped at the same time, given frame numbers 9, 4, 7.
+    for (port, frame) in [(40001, 9), (40002, 4), (40003, 7)] {
+        let at = At { frame, ts_ns: 0 };
+        t.segment(&syn(port), at, 54, &mut |c: &Connection| done.push(c.id));
+    }
+    // Capture time moves past their idle timeout.
+    let at = At {
+        frame: 10,
+        ts_ns: 5_000 * MS,
+    };
+    t.segment(&syn(40004), at, 54, &mut |c: &Connection| done.push(c.id));
+    assert_eq!(done, vec![4, 7, 9]);
+}

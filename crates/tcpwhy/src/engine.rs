@@ -60,7 +60,8 @@ enum Kind {
 #[derive(Clone, Copy)]
 struct Key {
     moment: Moment,
-    seq: u32,
+    /// Order of making within the worker (within a moment, the order made).
+    seq: u64,
     kind: Kind,
     /// Index into the batch's vector of `kind`.
     idx: u32,
@@ -98,7 +99,7 @@ struct Done {
 /// The detectors' output in a worker: every record keyed by the moment it was made at.
 struct Collect<'a> {
     now: Moment,
-    seq: u32,
+    seq: u64,
     out: &'a RefCell<Batch>,
 }
 
@@ -117,10 +118,9 @@ impl Collect<'_> {
 
 impl Output for Collect<'_> {
     fn moment(&mut self, m: Moment) {
-        if m != self.now {
-            self.now = m;
-            self.seq = 0;
-        }
+        // Every record of a moment comes from one worker, so a counter running over the
+        // whole run orders them within their moment as well as one restarted per moment.
+        self.now = m;
     }
     fn started(&mut self, _c: &Connection) {
         self.key(Kind::Started, 0);
