@@ -429,8 +429,10 @@ impl Tracker {
             hashes: Vec::new(),
             free: Vec::new(),
             open: 0,
-            timers: BinaryHeap::new(),
-            first_looks: VecDeque::new(),
+            // (Room for a few timers from the start: the heap gets its first one only when a
+            // first look finds a connection still active.)
+            timers: BinaryHeap::with_capacity(64),
+            first_looks: VecDeque::with_capacity(64),
             armed: Vec::new(),
             closed: VecDeque::new(),
             next_due: i64::MAX,

@@ -271,6 +271,68 @@ impl<T: Default> Lazy<T> {
         self.used = false;
         Some(std::mem::take(&mut self.val))
     }
+
+    /// Like `take`, for a state that keeps allocations: the state is read in place and
+    /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
+    /// connection in this slot (allocating and freeing them for each of hundreds of
+    /// thousands of short connections was 4% of a run).
+    pub fn finish(&mut self) -> Option<Finished<'_, T>>
+    where
+        T: Recycle,
+    {
+        if !self.used {
+            return None;
+        }
+        self.used = false;
+        Some(Finished(&mut self.val))
+    }
+}
+
+/// A state emptied in place after its connection, keeping what it allocated.
+pub(crate) trait Recycle {
+    /// Back to the default value, keeping (bounded) buffers.
+    fn recycle(&mut self);
+}
+
+/// Empty `v`, keeping its buffer unless it grew past `max` elements (a slot keeps at most
+/// that much for the next connection).
+pub(crate) fn recycle_vec<V>(v: &mut Vec<V>, max: usize) {
+    if v.capacity() > max {
+        *v = Vec::new();
+    } else {
+        v.clear();
+    }
+}
+
+/// `recycle_vec` for a queue.
+pub(crate) fn recycle_vec_deque<V>(v: &mut std::collections::VecDeque<V>, max: usize) {
+    if v.capacity() > max {
+        *v = std::collections::VecDeque::new();
+    } else {
+        v.clear();
+    }
+}
+
+/// A finished connection's state, emptied when this goes.
+pub(crate) struct Finished<'a, T: Recycle>(&'a mut T);
+
+impl<T: Recycle> std::ops::Deref for Finished<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0
+    }
+}
+
+impl<T: Recycle> std::ops::DerefMut for Finished<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0
+    }
+}
+
+impl<T: Recycle> Drop for Finished<'_, T> {
+    fn drop(&mut self) {
+        self.0.recycle();
+    }
 }
 
 /// A detector's state for each direction of a connection, by the sending side.
@@ -292,6 +354,16 @@ impl<T: Default> PerSide<T> {
         match side {
             Side::Client => self.client.take(),
             Side::Server => self.server.take(),
+        }
+    }
+
+    pub fn finish(&mut self, side: Side) -> Option<Finished<'_, T>>
+    where
+        T: Recycle,
+    {
+        match side {
+            Side::Client => self.client.finish(),
+            Side::Server => self.server.finish(),
         }
     }
 }

@@ -55,6 +55,15 @@ impl State {
     }
 }
 
+impl super::Recycle for State {
+    fn recycle(&mut self) {
+        let mut exchanges = std::mem::take(&mut self.exchanges);
+        super::recycle_vec(&mut exchanges, KEEP);
+        *self = State::default();
+        self.exchanges = exchanges;
+    }
+}
+
 #[derive(Default)]
 pub struct PathLatency {}
 
@@ -91,7 +100,7 @@ impl Detector for PathLatency {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(mut st) = cs.path_latency.take() else {
+        let Some(mut st) = cs.path_latency.finish() else {
             return;
         };
         st.close_exchange();

@@ -3,7 +3,7 @@
 
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
-use super::ConnState;
+use super::{recycle_vec_deque, ConnState, Recycle};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -15,6 +15,19 @@ pub(crate) struct State {
     fast: FastRetransmits,
     timeouts: Timeouts,
 }
+
+impl Recycle for State {
+    fn recycle(&mut self) {
+        let mut sent = std::mem::take(&mut self.sender.sent);
+        recycle_vec_deque(&mut sent, KEEP_SENT);
+        *self = State::default();
+        self.sender.sent = sent;
+    }
+}
+
+/// Sent segments whose buffer a slot keeps for its next connection (a bulk sender's full
+/// ring is given back).
+const KEEP_SENT: usize = 16;
 
 /// The detector behind both ids: one pass over the segments, one ring per sender.
 pub struct Retransmissions {
@@ -71,7 +84,7 @@ impl Detector for Retransmissions {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.retx.take(side) else {
+            let Some(st) = cs.retx.finish(side) else {
                 continue;
             };
             if self.timeouts_on {
@@ -205,8 +218,55 @@ impl Covered {
 }
 
 #[cfg(test)]
-mod covered_tests {
-    use super::Covered;
+mod tests {
+    use super::super::Lazy;
+    use super::{Covered, State};
+    use tcpwhy_track::At;
+    use tcpwhy_wire::Seq;
+
+    fn push(st: &mut State, i: u32) {
+        let at = At {
+            frame: u64::from(i) + 1,
+            ts_ns: i64::from(i),
+        };
+        st.sender
+            .sent
+            .push_back((Seq(i * 100), Seq(i * 100 + 100), at));
+    }
+
+    #[test]
+    fn a_recycled_state_starts_empty_and_keeps_its_buffer() {
+        let mut l: Lazy<State> = Lazy::default();
+        assert!(l.finish().is_none(), "never looked at: nothing to finish");
+        for i in 0..10u32 {
+            push(l.get(), i);
+        }
+        l.get().sender.last_ack = Some(Seq(7));
+        l.get().sender.dupacks = 2;
+        let cap = {
+            let st = l.finish().expect("looked at");
+            assert_eq!(
+                st.sender.sent.len(),
+                10,
+                "read in place before it is emptied"
+            );
+            st.sender.sent.capacity()
+        };
+        assert!(l.finish().is_none(), "finished once");
+        let st = l.get();
+        assert_eq!(st.sender.sent.len(), 0);
+        assert!(
+            st.sender.last_ack.is_none() && st.sender.dupacks == 0,
+            "no fact of the old connection survives"
+        );
+        assert_eq!(st.sender.sent.capacity(), cap, "the buffer is kept");
+        // A bulk sender's full ring is given back rather than kept in the slot.
+        for i in 0..100u32 {
+            push(l.get(), i);
+        }
+        drop(l.finish());
+        assert_eq!(l.get().sender.sent.capacity(), 0);
+    }
 
     #[test]
     fn overlapping_waits_count_once() {

@@ -38,6 +38,13 @@ pub(crate) struct State {
     answered_otherwise: bool,
 }
 
+impl super::Recycle for State {
+    fn recycle(&mut self) {
+        super::recycle_vec(&mut self.syns, MAX_SYNS);
+        self.answered_otherwise = false;
+    }
+}
+
 #[derive(Default)]
 pub struct SynUnanswered {}
 
@@ -83,7 +90,7 @@ impl Detector for SynUnanswered {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_unanswered.take() else {
+        let Some(st) = cs.syn_unanswered.finish() else {
             return;
         };
         if st.syns.len() < 2 || st.answered_otherwise {
