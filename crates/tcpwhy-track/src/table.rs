@@ -309,9 +309,11 @@ impl Slots {
         let i = slot as usize;
         self.chunks.get_mut(i / CHUNK)?[i % CHUNK].as_mut()
     }
-    fn take(&mut self, slot: u32) -> Option<Connection> {
+    fn clear(&mut self, slot: u32) {
         let i = slot as usize;
-        self.chunks.get_mut(i / CHUNK)?[i % CHUNK].take()
+        if let Some(chunk) = self.chunks.get_mut(i / CHUNK) {
+            chunk[i % CHUNK] = None;
+        }
     }
     fn put(&mut self, slot: u32, c: Connection) {
         let i = slot as usize;
@@ -852,10 +854,13 @@ impl Tracker {
     }
 
     fn finish(&mut self, slot: u32, reason: EndReason, sink: &mut dyn Sink) {
-        let Some(mut c) = self.slots.take(slot) else {
+        // Read in place and emptied at the end (moving a connection out of its slot copied a
+        // kilobyte per connection).
+        let Some(c) = self.slots.get_mut(slot) else {
             return;
         };
         c.end_reason = reason;
+        let c: &Connection = c;
         self.free.push(slot);
         self.open -= 1;
         let hash = self.hashes[slot as usize];
@@ -864,10 +869,10 @@ impl Tracker {
         }
         if reason != EndReason::Superseded {
             // History is bounded like the table: the oldest facts go first.
-            let (prev, client) = history_of(&c);
+            let (prev, client) = history_of(c);
             let deadline = c.last.ts_ns + self.cfg.history_ns;
             self.history.put(History {
-                key: FlowKey::of_conn(&c),
+                key: FlowKey::of_conn(c),
                 hash,
                 deadline,
                 live: true,
@@ -876,7 +881,8 @@ impl Tracker {
             });
             self.next_due = self.next_due.min(deadline);
         }
-        sink.connection(&c);
+        sink.connection(c);
+        self.slots.clear(slot);
     }
 
     /// The capture ended: finish every connection still tracked, in the order they started.
