@@ -68,6 +68,10 @@ pub fn infos() -> Vec<&'static Info> {
 /// Receives findings and finished connections, in that order for each connection.
 pub trait Output {
     fn finding(&mut self, f: &Finding);
+    /// A finding handed over (an output that keeps findings takes it without a copy).
+    fn finding_owned(&mut self, f: Finding) {
+        self.finding(&f);
+    }
     fn connection(&mut self, c: &Connection);
     /// A finished request/response exchange (before its connection's record).
     fn exchange(&mut self, _x: &Exchange) {}
@@ -93,6 +97,9 @@ pub struct Detectors<'a> {
     stalls: stall::Stalls,
     sbuf: Vec<Stall>,
     states: detectors::States,
+    /// The tracker's latest moment, passed on only before a record (the output sees the
+    /// moment of every record, not a call per packet).
+    moment: tcpwhy_track::Moment,
 }
 
 impl<'a> Detectors<'a> {
@@ -107,6 +114,7 @@ impl<'a> Detectors<'a> {
             stalls: Default::default(),
             sbuf: Vec::new(),
             states: Default::default(),
+            moment: Default::default(),
         }
     }
 
@@ -115,8 +123,9 @@ impl<'a> Detectors<'a> {
     }
 
     fn flush(&mut self) {
+        self.out.moment(self.moment);
         for f in self.buf.drain(..) {
-            self.out.finding(&f);
+            self.out.finding_owned(f);
         }
         for x in self.xbuf.drain(..) {
             self.out.exchange(&x);
@@ -129,10 +138,11 @@ impl<'a> Detectors<'a> {
 
 impl Sink for Detectors<'_> {
     fn moment(&mut self, m: tcpwhy_track::Moment) {
-        self.out.moment(m);
+        self.moment = m;
     }
 
     fn started(&mut self, c: &Connection) {
+        self.out.moment(self.moment);
         self.out.started(c);
     }
 
@@ -158,6 +168,7 @@ impl Sink for Detectors<'_> {
         self.buf
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();
+        self.out.moment(self.moment);
         self.out.connection(c);
     }
 }

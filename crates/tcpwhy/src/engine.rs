@@ -126,9 +126,12 @@ impl Output for Collect<'_> {
         self.key(Kind::Started, 0);
     }
     fn finding(&mut self, f: &Finding) {
+        self.finding_owned(f.clone());
+    }
+    fn finding_owned(&mut self, f: Finding) {
         let idx = {
             let mut b = self.out.borrow_mut();
-            b.findings.push(f.clone());
+            b.findings.push(f);
             b.findings.len() - 1
         };
         self.key(Kind::Finding, idx);
@@ -173,8 +176,12 @@ fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done
             Msg::Round {
                 mut items,
                 now,
-                out: empty,
+                out: mut empty,
             } => {
+                // Emptied here rather than by the reading thread: what the records own (a
+                // finding's strings) was allocated here, and glibc frees another thread's
+                // memory under that arena's lock (a futex wake-up every few findings).
+                empty.clear();
                 for it in &items {
                     tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
                 }
@@ -384,8 +391,8 @@ impl Engine {
                 sinks.emit(k, out);
             }
         }
-        for (w, mut out) in outs.into_iter().enumerate() {
-            out.clear();
+        for (w, out) in outs.into_iter().enumerate() {
+            // (The worker empties it: see `worker`.)
             if let Some(spare) = self.spare_out.get_mut(w) {
                 spare.push(out);
             }
