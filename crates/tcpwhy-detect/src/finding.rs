@@ -19,7 +19,8 @@ pub struct Finding {
     pub frames: Vec<u64>,
     /// One sentence with the numbers.
     pub explanation: String,
-    pub fix: String,
+    /// What to do about it (mostly a fixed text: no allocation per finding).
+    pub fix: std::borrow::Cow<'static, str>,
     /// Cause-specific facts.
     pub details: Value,
 }
@@ -36,7 +37,7 @@ impl Finding {
             cost_ns: 0,
             frames: Vec::new(),
             explanation: String::new(),
-            fix: String::new(),
+            fix: std::borrow::Cow::Borrowed(""),
             details: Value::Null,
         }
     }

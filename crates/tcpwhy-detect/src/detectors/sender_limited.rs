@@ -106,7 +106,8 @@ impl Detector for SenderLimited {
             f.fix = format!(
                 "find what the {} application waits for between writes (a database, a disk, a lock, a slow producer, logging); if it follows a loss, the sender's pacing (BBR) may be holding the data: check its host with `ss -ti`",
                 side.name()
-            );
+            )
+            .into();
             f.details = json!({
                 "sender": side.name(),
                 "pauses": st.count,

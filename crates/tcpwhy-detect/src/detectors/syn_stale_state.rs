@@ -162,7 +162,7 @@ impl Detector for SynStaleState {
             retry_gap.map(|g| format!(" {} later", ms(g))).unwrap_or_default(),
             ms(f.cost_ns)
         );
-        f.fix = fix.to_string();
+        f.fix = fix.into();
         f.details = json!({
             "peer_state": peer_state,
             "previous_connection": prev.map(|p| p.id),
