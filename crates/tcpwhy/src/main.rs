@@ -95,8 +95,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub details: bool,
     /// Threads: one reads and decodes the capture, the others follow the connections, each a
-    /// share of them (by 4-tuple); the report is the same for any number. Default: one per
-    /// CPU; 1 does everything on one thread.
+    /// share of them (by 4-tuple); the report is the same for any number. Default: a worker
+    /// per CPU plus the reading thread; 1 does everything on one thread.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// How many of the slowest connections the text report lists.
