@@ -168,7 +168,6 @@ impl Sink for Detectors<'_> {
         self.buf
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();
-        self.out.moment(self.moment);
         self.out.connection(c);
     }
 }

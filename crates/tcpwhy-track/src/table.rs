@@ -355,11 +355,12 @@ pub struct Tracker {
     /// later activity must not wait behind every timer queued since (with FIFO queues a closed
     /// connection lingered twice as long).
     timers: BinaryHeap<Reverse<Timer>>,
-    /// The first look at each new connection, a fixed time after its first packet: armed in
-    /// capture order, so this queue is already sorted and needs no heap (half the heap's
-    /// pushes and pops). An entry out of order (a caller's frame numbers not ascending) goes
-    /// to the heap instead. Timers pop from whichever of the two holds the least.
-    first_looks: VecDeque<Timer>,
+    /// Timers armed in order (no earlier than the last one queued) need no heap: most are a
+    /// new connection's first look, a fixed time after its first packet, armed in capture
+    /// order (half the heap's pushes and pops). A timer out of order (a re-arm, or a caller's
+    /// frame numbers not ascending) goes to the heap. Timers pop from whichever of the two
+    /// holds the least.
+    queue: VecDeque<Timer>,
     /// Each slot's live timer deadline (other entries for the slot are stale); never later
     /// than the connection's due time.
     armed: Vec<i64>,
@@ -432,9 +433,9 @@ impl Tracker {
             free: Vec::new(),
             open: 0,
             // (Room for a few timers from the start: the heap gets its first one only when a
-            // first look finds a connection still active.)
+            // timer is armed out of order.)
             timers: BinaryHeap::with_capacity(64),
-            first_looks: VecDeque::with_capacity(64),
+            queue: VecDeque::with_capacity(64),
             armed: Vec::new(),
             closed: VecDeque::new(),
             next_due: i64::MAX,
@@ -600,18 +601,7 @@ impl Tracker {
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
         // A first look after the linger time: most connections have closed by then.
         let first = at.ts_ns + self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns);
-        let t = Timer {
-            deadline: first,
-            id,
-            slot,
-        };
-        if self.first_looks.back().is_none_or(|b| *b < t) {
-            self.next_due = self.next_due.min(first);
-            self.armed[slot as usize] = first;
-            self.first_looks.push_back(t);
-        } else {
-            self.arm(slot, id, first);
-        }
+        self.arm(slot, id, first);
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
         }
@@ -755,12 +745,18 @@ impl Tracker {
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
         self.next_due = self.next_due.min(deadline);
         self.armed[slot as usize] = deadline;
-        self.timers.push(Reverse(Timer { deadline, id, slot }));
+        let t = Timer { deadline, id, slot };
+        // A timer no earlier than the queue's last keeps the queue sorted: no heap needed.
+        if self.queue.back().is_none_or(|b| *b < t) {
+            self.queue.push_back(t);
+        } else {
+            self.timers.push(Reverse(t));
+        }
     }
 
-    /// The earliest timer of the heap and the queue of first looks.
+    /// The earliest timer of the heap and the queue.
     fn peek_timer(&self) -> Option<Timer> {
-        match (self.timers.peek(), self.first_looks.front()) {
+        match (self.timers.peek(), self.queue.front()) {
             (Some(Reverse(h)), Some(q)) => Some(*h.min(q)),
             (Some(Reverse(h)), None) => Some(*h),
             (None, q) => q.copied(),
@@ -769,8 +765,8 @@ impl Tracker {
 
     fn pop_timer(&mut self) -> Option<Timer> {
         let t = self.peek_timer()?;
-        if self.first_looks.front() == Some(&t) {
-            self.first_looks.pop_front()
+        if self.queue.front() == Some(&t) {
+            self.queue.pop_front()
         } else {
             self.timers.pop().map(|r| r.0)
         }

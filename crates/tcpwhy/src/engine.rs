@@ -103,15 +103,24 @@ struct Collect<'a> {
     out: &'a RefCell<Batch>,
 }
 
+/// Where a batch keeps the payloads of one kind.
+type Field<T> = fn(&mut Batch) -> &mut Vec<T>;
+
 impl Collect<'_> {
-    fn key(&mut self, kind: Kind, idx: usize) {
-        let key = Key {
+    /// A record of `kind`, its payload (if any) pushed onto the batch's vector of that kind.
+    fn record<T>(&mut self, kind: Kind, payload: Option<(T, Field<T>)>) {
+        let mut b = self.out.borrow_mut();
+        let idx = payload.map_or(0, |(v, vec)| {
+            let vec = vec(&mut b);
+            vec.push(v);
+            vec.len() - 1
+        });
+        b.keys.push(Key {
             moment: self.now,
             seq: self.seq,
             kind,
             idx: idx as u32,
-        };
-        self.out.borrow_mut().keys.push(key);
+        });
         self.seq += 1;
     }
 }
@@ -123,42 +132,22 @@ impl Output for Collect<'_> {
         self.now = m;
     }
     fn started(&mut self, _c: &Connection) {
-        self.key(Kind::Started, 0);
+        self.record::<()>(Kind::Started, None);
     }
     fn finding(&mut self, f: &Finding) {
         self.finding_owned(f.clone());
     }
     fn finding_owned(&mut self, f: Finding) {
-        let idx = {
-            let mut b = self.out.borrow_mut();
-            b.findings.push(f);
-            b.findings.len() - 1
-        };
-        self.key(Kind::Finding, idx);
+        self.record(Kind::Finding, Some((f, |b| &mut b.findings)));
     }
     fn exchange(&mut self, x: &Exchange) {
-        let idx = {
-            let mut b = self.out.borrow_mut();
-            b.exchanges.push(x.clone());
-            b.exchanges.len() - 1
-        };
-        self.key(Kind::Exchange, idx);
+        self.record(Kind::Exchange, Some((x.clone(), |b| &mut b.exchanges)));
     }
     fn stall(&mut self, s: &Stall) {
-        let idx = {
-            let mut b = self.out.borrow_mut();
-            b.stalls.push(s.clone());
-            b.stalls.len() - 1
-        };
-        self.key(Kind::Stall, idx);
+        self.record(Kind::Stall, Some((s.clone(), |b| &mut b.stalls)));
     }
     fn connection(&mut self, c: &Connection) {
-        let idx = {
-            let mut b = self.out.borrow_mut();
-            b.connections.push(c.clone());
-            b.connections.len() - 1
-        };
-        self.key(Kind::Connection, idx);
+        self.record(Kind::Connection, Some((c.clone(), |b| &mut b.connections)));
     }
 }
 
