@@ -193,6 +193,10 @@ fn killed_run_is_cleaned_by_lab_clean() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tmpdir("kill");
+    // `lab clean` removes every dead run's leftovers, not only this test's. A machine can start
+    // with some (CI once did: twlab1757x0-*, from a run killed before the machine image was
+    // taken): clean them first, so that "before" holds only live state the clean must keep.
+    assert_eq!(tcpwhy(&["lab", "clean"]).status.code(), Some(0));
     // What the host looks like outside the lab's namespaces, before.
     let root_state = || {
         let links = run_cmd("ip", &["-o", "link", "show"]);
