@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # tcpwhy's benchmark: builds its captures, runs tcpwhy, tshark, tcptrace, tcpdump and a C
 # header-walk (the floor) side by side, alternating them round by round, and prints wall time,
-# packets/s, MB/s, peak RSS and the ratios; then the scaling series (synthetic captures of
-# 10 k .. 1 M connections: tcpwhy's cost per packet as the connection count grows).
+# packets/s, MB/s, peak RSS and the ratios; then two synthetic series: captures of 10 k .. 1 M
+# (or 10 M) connections with 10 000 open at a time (cost per packet and memory as the capture
+# grows), and 1 M connections with 10 k .. 1 M open at a time (memory per open connection).
 #
-#   bench/run.sh [--short N] [--bulk-mb M] [--rounds R] [--scaling LIST] [--skip-slow] [--no-tmpfs]
+#   bench/run.sh [--short N] [--bulk-mb M] [--rounds R] [--scaling LIST] [--open LIST]
+#                [--skip-slow] [--no-tmpfs] [--series-only]
 #
 # The captures are read from /dev/shm (tmpfs) when it has room: on the development VM the
 # kernel's DAMON reclaim pages out cached file pages after about a second unused, so "page
@@ -17,20 +19,24 @@
 # --short/--bulk-mb size the real-traffic capture (bench/capture.sh, root: two namespaces,
 # veth MTU 1500, offloads off; defaults 300 000 short connections and 2 000 MB of bulk
 # downloads); it is built once and kept in bench/out/. --scaling is a comma list of connection
-# counts for the synthetic series (default 10000,100000,1000000; add 10000000 if you have
-# the disk: 7 GB). --skip-slow leaves out tshark's full analysis (the slowest row).
+# counts for the first synthetic series (default 10000,100000,1000000; add 10000000 if you
+# have the disk: 7 GB); --open the counts open at once for the second (default
+# 10000,100000,1000000; 700 MB each). --skip-slow leaves out tshark's full analysis (the
+# slowest row); --series-only runs only the synthetic series.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
-SHORT=300000; BULK=2000; ROUNDS=3; SCALING=10000,100000,1000000; SKIP_SLOW=0; TMPFS=1
+SHORT=300000; BULK=2000; ROUNDS=3; SCALING=10000,100000,1000000; OPEN=10000,100000,1000000; SKIP_SLOW=0; TMPFS=1; SERIES_ONLY=0
 while (($#)); do
   case "$1" in
     --short) SHORT="$2"; shift 2 ;;
     --bulk-mb) BULK="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --scaling) SCALING="$2"; shift 2 ;;
+    --open) OPEN="$2"; shift 2 ;;
     --skip-slow) SKIP_SLOW=1; shift ;;
     --no-tmpfs) TMPFS=0; shift ;;
+    --series-only) SERIES_ONLY=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,11 +53,6 @@ cargo build --release --locked -p tcpwhy --bin tcpwhy --example synth 2>&1 | tai
 OUT=bench/out; mkdir -p "$OUT"
 cc -O2 -o "$OUT/walk" bench/walk.c
 TCPWHY=target/release/tcpwhy
-REAL="$OUT/real-$SHORT-$BULK.pcap"
-if [ ! -s "$REAL" ]; then
-  echo "building $REAL (real kernel traffic in two namespaces; a few minutes)"
-  bench/capture.sh "$REAL.tmp" "$SHORT" "$BULK" 2>"$OUT/capture.log" && mv "$REAL.tmp" "$REAL"
-fi
 
 # measure LABEL CMD...: wall seconds and peak RSS (KB) of one run -> "wall rss"
 measure() {
@@ -76,6 +77,12 @@ stage() {
   fi
 }
 trap 'rm -f "${STAGED[@]:-}"' EXIT
+if ! ((SERIES_ONLY)); then
+REAL="$OUT/real-$SHORT-$BULK.pcap"
+if [ ! -s "$REAL" ]; then
+  echo "building $REAL (real kernel traffic in two namespaces; a few minutes)"
+  bench/capture.sh "$REAL.tmp" "$SHORT" "$BULK" 2>"$OUT/capture.log" && mv "$REAL.tmp" "$REAL"
+fi
 FILE=$(stage "$REAL")
 case "$FILE" in /dev/shm/*) STAGED+=("$FILE") ;; esac
 PKTS=$("$OUT/walk" "$FILE" | awk '{print $1}')
@@ -110,23 +117,53 @@ for t in "${ORDER[@]}"; do
     ratio = (t == "tcpwhy") ? "-" : (t == "floor" ? sprintf("%.1fx the floor", tw / w) : sprintf("%.1fx faster", w / tw));
     printf "%-14s %8.2fs %12.0f %9.0f %8.0f MB %14s\n", t, w, p / w, mb / w, m / 1024, ratio }'
 done
+fi
+
+# synth N OPEN: the synthetic capture's path, built once (the name carries both arguments).
+synth() {
+  local f="$OUT/synth-$1-$2.pcap"
+  [ -s "$f" ] || target/release/examples/synth "$1" "$2" "$f"
+  echo "$f"
+}
+
+# run_series [TCPWHY ARGS...]: one row per capture in CAPS (tcpwhy with every detector,
+# median of ROUNDS).
+run_series() {
+  local f w m n open
+  for spec in "${CAPS[@]}"; do
+    read -r n open <<<"$spec"
+    f=$(stage "$(synth "$n" "$open")")
+    local walls=() rss=()
+    for r in $(seq 1 "$ROUNDS"); do
+      read -r w m < <(measure tcpwhy "$TCPWHY" analyze --quiet -o /dev/null "$@" "$f")
+      walls+=("$w"); rss+=("$m")
+    done
+    w=$(printf "%s\n" "${walls[@]}" | median); m=$(printf "%s\n" "${rss[@]}" | median)
+    awk -v n="$n" -v o="$open" -v p="$((n * 10))" -v w="$w" -v m="$m" 'BEGIN {
+      printf "%12d %10d %12d %11.2fs %10.0f %8.0f MB\n", n, o, p, w, w * 1e9 / p, m / 1024 }'
+    echo "$open $m" >>"$OUT/series.txt"
+    case "$f" in /dev/shm/*) rm -f "$f" ;; esac
+  done
+}
 
 echo
-echo "scaling: synthetic short connections (bench/synth.rs), tcpwhy with every detector"
-printf "%12s %12s %12s %10s %11s\n" connections packets wall ns/packet "peak RSS"
+echo "scaling: synthetic short connections (bench/synth.rs, 10 packets each), tcpwhy with every"
+echo "detector. Growing captures, 10 000 connections open at once: the cost per packet and the"
+echo "memory should stay flat."
+printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
 IFS=, read -ra NS <<<"$SCALING"
-for n in "${NS[@]}"; do
-  open=$(( n / 100 > 100000 ? 100000 : (n / 100 < 100 ? 100 : n / 100) ))
-  f="$OUT/synth-$n.pcap"
-  [ -s "$f" ] || target/release/examples/synth "$n" "$open" "$f"
-  f=$(stage "$f")
-  p=$((n * 10))
-  walls=(); rss=()
-  for r in $(seq 1 "$ROUNDS"); do
-    read -r w m < <(measure tcpwhy "$TCPWHY" analyze --quiet -o /dev/null "$f")
-    walls+=("$w"); rss+=("$m")
-  done
-  w=$(printf "%s\n" "${walls[@]}" | median); m=$(printf "%s\n" "${rss[@]}" | median)
-  awk -v n="$n" -v p="$p" -v w="$w" -v m="$m" 'BEGIN { printf "%12d %12d %11.2fs %10.0f %8.0f MB\n", n, p, w, w * 1e9 / p, m / 1024 }'
-  case "$f" in /dev/shm/*) rm -f "$f" ;; esac
-done
+CAPS=(); for n in "${NS[@]}"; do CAPS+=("$n 10000"); done
+: >"$OUT/series.txt"
+run_series
+
+echo
+echo "open at once: 1 M connections, more of them open at the same time (the flow table's"
+echo "size; --max-connections 2000000 so nothing is evicted): memory per open connection."
+printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
+IFS=, read -ra OS <<<"$OPEN"
+CAPS=(); for o in "${OS[@]}"; do CAPS+=("1000000 $o"); done
+: >"$OUT/series.txt"
+run_series --max-connections 2000000
+sort -n "$OUT/series.txt" | awk 'NR == 1 { o0 = $1; m0 = $2 } { o = $1; m = $2 } END {
+  if (o > o0) printf "memory per open connection: %.0f bytes ((peak RSS at %d open - at %d open) / %d)\n",
+    (m - m0) * 1024 / (o - o0), o, o0, o - o0 }'

@@ -1,7 +1,7 @@
 //! A deterministic synthetic capture for the scaling benchmarks: N short request/response
 //! connections (10 packets each: handshake, a 100-byte request, its ACK, a 1000-byte response,
-//! its ACK, FIN, FIN, ACK), `--open` of them interleaved at any time, 10 us apart, on
-//! distinct 4-tuples (10.<a>.<b>.<c> clients, one server). Headers only (snaplen 96), pcap,
+//! its ACK, FIN, FIN, ACK), about OPEN of them open at any time (their packets interleaved,
+//! 10 us apart), on distinct 4-tuples (10.<a>.<b>.<c> clients, one server). Headers only (snaplen 96), pcap,
 //! Ethernet, microseconds. No randomness: the same arguments give the same bytes.
 //!
 //!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap
@@ -66,6 +66,8 @@ fn write_pkt(w: &mut impl Write, ts_us: u64, p: &Pkt) -> io::Result<()> {
     w.write_all(&f)
 }
 
+const STEPS: u64 = 10;
+
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 {
@@ -74,6 +76,9 @@ fn main() -> io::Result<()> {
     }
     let n: u64 = args[1].parse().expect("CONNECTIONS");
     let open: u64 = args[2].parse::<u64>().expect("OPEN").max(1);
+    // A connection sends its next packet every `gap` slots: about STEPS * gap = OPEN are
+    // open at once.
+    let gap = (open / STEPS).max(1);
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&args[3])?);
     w.write_all(&0xa1b2c3d4u32.to_le_bytes())?;
     w.write_all(&2u16.to_le_bytes())?;
@@ -81,21 +86,20 @@ fn main() -> io::Result<()> {
     w.write_all(&[0u8; 8])?;
     w.write_all(&96u32.to_le_bytes())?;
     w.write_all(&1u32.to_le_bytes())?;
-    const STEPS: u64 = 10;
     let server = [10, 255, 0, 1];
-    // Connection k starts at slot k; in each slot, every open connection sends its next
-    // packet: `open` connections overlap, packets 10 us apart.
+    // Connection k starts at slot k and sends its packets `gap` slots apart; a slot holds
+    // the packets due in it, packets 10 us apart.
     let t0: u64 = 1_700_000_000_000_000;
     let mut ts = t0;
-    let total_slots = n + STEPS * open;
+    let total_slots = n + STEPS * gap;
     for slot in 0..total_slots {
-        // Connections active in this slot: those with start <= slot < start + STEPS*open,
-        // stepping once every `open` slots, so those whose age is a multiple of `open`: one
-        // per step, oldest first (scanning every start in that window cost 10 * open per
+        // Connections active in this slot: those with start <= slot < start + STEPS*gap,
+        // stepping once every `gap` slots, so those whose age is a multiple of `gap`: one
+        // per step, oldest first (scanning every start in that window cost 10 * gap per
         // slot: days for 10 M).
         let hi = slot.min(n.saturating_sub(1));
         for step in (0..STEPS).rev() {
-            let age = step * open;
+            let age = step * gap;
             if age > slot || slot - age > hi {
                 continue;
             }
