@@ -1,7 +1,7 @@
 //! Every input the fuzzer (fuzz/, `cargo +nightly fuzz run pipeline`) found breaking an
 //! invariant, kept in fixtures/fuzz/ and checked through the real binary: the JSON output
-//! parses, findings cost >= 0 and no more than the capture's span, evidence frames exist,
-//! exchange parts add up to their latency.
+//! parses, findings cost >= 0 and no more than the capture's span, evidence frames exist and
+//! ascend, findings end no earlier than they start, exchange parts add up to their latency.
 
 mod common;
 use common::tcpwhy;
@@ -35,10 +35,19 @@ fn fuzz_crashers_hold_the_invariants() {
                 Some("finding") => {
                     let cost = r["cost_ms"].as_f64().unwrap();
                     assert!((0.0..=span + 0.001).contains(&cost), "{name}: {r}");
-                    for fr in r["frames"].as_array().unwrap() {
-                        let fr = fr.as_u64().unwrap();
+                    let frames: Vec<u64> = r["frames"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|f| f.as_u64().unwrap())
+                        .collect();
+                    for &fr in &frames {
                         assert!(fr >= 1 && fr <= packets, "{name}: {r}");
                     }
+                    // Evidence in capture order, and a finding ends no earlier than it starts.
+                    assert!(frames.windows(2).all(|w| w[0] < w[1]), "{name}: {r}");
+                    let (start, end) = (r["start_ns"].as_i64(), r["end_ns"].as_i64());
+                    assert!(start.unwrap() <= end.unwrap(), "{name}: {r}");
                 }
                 Some("exchange") => {
                     let parts: f64 = r["split_ms"]

@@ -68,10 +68,13 @@ impl Detector for SynStaleState {
                     st.retry_syn = Some(ev.at);
                 }
             }
+            // The pattern's ACK answers a SYN seen before it (found by fuzzing: an ACK before
+            // the client's first plain SYN made the opening's cost negative).
             Side::Server
                 if f.ack()
                     && !f.syn()
                     && !f.rst()
+                    && st.first_syn.is_some()
                     && st.stale_ack.is_none()
                     && c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) =>
             {
