@@ -23,7 +23,7 @@ impl Output for Check {
     }
     fn connection(&mut self, c: &Connection) {
         self.connections += 1;
-        assert!(c.first.ts_ns <= c.last.ts_ns || c.first.frame <= c.last.frame);
+        assert!(c.first.ts_ns <= c.last.ts_ns || c.first.frame() <= c.last.frame());
     }
     fn exchange(&mut self, x: &Exchange) {
         self.exchanges.push(x.clone());

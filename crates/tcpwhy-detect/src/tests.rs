@@ -76,15 +76,7 @@ fn drive_without(disabled: &[String], lines: &[Line]) -> Collect {
             ip_id: 0,
             first_fragment: false,
         };
-        t.segment(
-            &seg,
-            At {
-                frame: i as u64 + 1,
-                ts_ns: ms * MS,
-            },
-            54 + len,
-            &mut det,
-        );
+        t.segment(&seg, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
     }
     t.finish_all(&mut det);
     drop(det);

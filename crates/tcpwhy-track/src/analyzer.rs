@@ -154,7 +154,7 @@ impl Analyzer {
     ) {
         if let Some((seg, wire_len)) = self.front.frame(ts_ns, link, data, orig_len) {
             self.tracker
-                .segment(&seg, At { frame, ts_ns }, wire_len, sink);
+                .segment(&seg, At::new(frame, ts_ns), wire_len, sink);
         }
     }
 

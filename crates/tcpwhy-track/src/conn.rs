@@ -249,12 +249,12 @@ impl Connection {
     pub fn close(&self) -> Close {
         let (c, s) = (&self.client, &self.server);
         let before = |a: Option<At>, b: Option<At>| match (a, b) {
-            (Some(a), Some(b)) => a.frame < b.frame,
+            (Some(a), Some(b)) => a.frame() < b.frame(),
             (Some(_), None) => true,
             _ => false,
         };
         let rst_first = match (c.rst, s.rst) {
-            (Some(a), Some(b)) => Some(if a.frame < b.frame {
+            (Some(a), Some(b)) => Some(if a.frame() < b.frame() {
                 Side::Client
             } else {
                 Side::Server
@@ -271,8 +271,12 @@ impl Connection {
         match (c.fin, s.fin, rst_first) {
             // FIN both ways before any reset: a clean close.
             (Some(cf), Some(sf), rst) => {
-                let last_fin = cf.frame.max(sf.frame);
-                let rst_at = [c.rst, s.rst].into_iter().flatten().map(|a| a.frame).min();
+                let last_fin = cf.frame().max(sf.frame());
+                let rst_at = [c.rst, s.rst]
+                    .into_iter()
+                    .flatten()
+                    .map(|a| a.frame())
+                    .min();
                 match (rst, rst_at) {
                     (Some(by), Some(r)) if r < last_fin => Close::Rst { by },
                     _ => Close::Fin { first: fin_first },

@@ -4,10 +4,30 @@ use std::net::IpAddr;
 use tcpwhy_wire::{Seq, TcpSegment};
 
 /// A frame number and its capture time.
+///
+/// Frame numbers are 1-based (as in Wireshark), so the number is kept non-zero: an
+/// `Option<At>` then takes 16 bytes, not 24 (a connection and its detector states hold dozens).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct At {
-    pub frame: u64,
+    frame: std::num::NonZeroU64,
     pub ts_ns: i64,
+}
+
+impl At {
+    /// Frame `frame` (1-based; 0, which no capture frame has, is taken as 1) at `ts_ns`.
+    #[inline]
+    pub fn new(frame: u64, ts_ns: i64) -> At {
+        At {
+            frame: std::num::NonZeroU64::new(frame).unwrap_or(std::num::NonZeroU64::MIN),
+            ts_ns,
+        }
+    }
+
+    /// The frame number, 1-based.
+    #[inline]
+    pub fn frame(&self) -> u64 {
+        self.frame.get()
+    }
 }
 
 /// Round-trip samples with bounded memory: count, min, max (exact, in ns), and a uniform

@@ -57,7 +57,7 @@ impl Moment {
         Moment {
             ts_ns: at.ts_ns,
             phase: 1,
-            frame: at.frame,
+            frame: at.frame(),
             id: 0,
         }
     }
@@ -490,10 +490,7 @@ impl Tracker {
         // earlier than one before it (merged interfaces, a clock adjusted) counts as "now", so
         // every interval measured is >= 0 and intervals never overlap (their sum stays within
         // the capture's span; found by fuzzing the pipeline).
-        let at = At {
-            frame: at.frame,
-            ts_ns: at.ts_ns.max(self.now),
-        };
+        let at = At::new(at.frame(), at.ts_ns.max(self.now));
         sink.moment(Moment::packet(at));
         let slots = &self.slots;
         let found = self
@@ -576,7 +573,7 @@ impl Tracker {
         };
         // A connection is named by the frame number of its first packet: unique, in the order
         // connections start, and the same however the capture is shared among trackers.
-        let id = at.frame;
+        let id = at.frame();
         let mut conn = Connection::new(id, client, server, role, at);
         if let Some((mut p, old_client)) = prev {
             p.same_client = old_client == client;

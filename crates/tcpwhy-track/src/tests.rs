@@ -57,10 +57,7 @@ impl Run {
             first_fragment: false,
         };
         self.frame += 1;
-        let at = At {
-            frame: self.frame,
-            ts_ns: ms * MS,
-        };
+        let at = At::new(self.frame, ms * MS);
         let done = &mut self.done;
         self.t
             .segment(&s, at, 54 + len, &mut |c: &Connection| done.push(c.clone()));
@@ -98,15 +95,8 @@ impl Run {
         self.frame += 1;
         let done = &mut self.done;
         let mut sink = |c: &Connection| done.push(c.clone());
-        self.t.segment(
-            &s,
-            At {
-                frame: self.frame,
-                ts_ns: ms * MS,
-            },
-            54 + len,
-            &mut sink,
-        );
+        self.t
+            .segment(&s, At::new(self.frame, ms * MS), 54 + len, &mut sink);
     }
     fn finish(mut self) -> Vec<Connection> {
         let done = &mut self.done;
@@ -162,7 +152,7 @@ fn request_response_with_clean_close() {
     assert_eq!(c.client.ack_rtt.count, 1);
     assert_eq!(c.client.ack_rtt.min_ns, 20 * MS);
     assert_eq!(c.rtt_summary(), Some((20 * MS, 20 * MS, 20 * MS, 2)));
-    assert_eq!((c.first.frame, c.last.frame), (1, 10));
+    assert_eq!((c.first.frame(), c.last.frame()), (1, 10));
     assert_eq!(c.duration_ns(), 90 * MS);
 }
 
@@ -283,7 +273,7 @@ fn stale_ack_rst_and_same_syn_stay_one_connection() {
         })
     );
     assert_eq!(c.handshake.invalid_acks, 1);
-    assert_eq!(c.handshake.first_invalid_ack.map(|a| a.frame), Some(8));
+    assert_eq!(c.handshake.first_invalid_ack.map(|a| a.frame()), Some(8));
     assert_eq!(
         c.server.next_seq,
         Some(Seq(124)),
@@ -540,7 +530,12 @@ impl Sink for Reports {
     fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
         self.push(format!(
             "seg {} frame {} at {} {:?} new {} retr {}",
-            c.id, ev.at.frame, ev.at.ts_ns, ev.from, ev.new_data, ev.retransmission
+            c.id,
+            ev.at.frame(),
+            ev.at.ts_ns,
+            ev.from,
+            ev.new_data,
+            ev.retransmission
         ));
     }
     fn connection(&mut self, c: &Connection) {
@@ -613,7 +608,7 @@ fn random_traffic(n: usize) -> Vec<(TcpSegment, At)> {
             ip_id: frame as u16,
             first_fragment: false,
         };
-        out.push((seg, At { frame, ts_ns: ts }));
+        out.push((seg, At::new(frame, ts)));
     }
     out
 }
@@ -631,7 +626,7 @@ fn sharded_trackers_report_exactly_what_one_tracker_reports() {
         .into_iter()
         .map(|(s, at)| {
             mono = mono.max(at.ts_ns);
-            (s, At { ts_ns: mono, ..at })
+            (s, At::new(at.frame(), mono))
         })
         .collect();
 
@@ -856,14 +851,11 @@ fn connections_due_at_once_finish_in_id_order_whatever_order_their_frames_came_i
     };
     // Three SYNs stamped at the same time, given frame numbers 9, 4, 7.
     for (port, frame) in [(40001, 9), (40002, 4), (40003, 7)] {
-        let at = At { frame, ts_ns: 0 };
+        let at = At::new(frame, 0);
         t.segment(&syn(port), at, 54, &mut |c: &Connection| done.push(c.id));
     }
     // Capture time moves past their idle timeout.
-    let at = At {
-        frame: 10,
-        ts_ns: 5_000 * MS,
-    };
+    let at = At::new(10, 5_000 * MS);
     t.segment(&syn(40004), at, 54, &mut |c: &Connection| done.push(c.id));
     assert_eq!(done, vec![4, 7, 9]);
 }

@@ -38,7 +38,7 @@ impl Detector for CaptureLoss {
             return;
         }
         let mut f = Finding::new(INFO.id, c);
-        f.frames = vec![c.first.frame, c.last.frame];
+        f.frames = vec![c.first.frame(), c.last.frame()];
         f.explanation = format!(
             "The capture missed data the peers acknowledged: {cl} bytes from the client and {sv} from the server; findings on this connection are less certain."
         );

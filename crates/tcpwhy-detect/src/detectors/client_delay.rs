@@ -53,7 +53,7 @@ impl Detector for ClientDelay {
         let Some(hs_ack) = c.handshake.ack else {
             return;
         };
-        if ev.seg.payload_len == 0 || ev.at.frame <= hs_ack.frame {
+        if ev.seg.payload_len == 0 || ev.at.frame() <= hs_ack.frame() {
             return;
         }
         let st = cs.client_delay.get();
@@ -79,7 +79,7 @@ impl Detector for ClientDelay {
         f.start_ns = ack.ts_ns;
         f.end_ns = req.ts_ns;
         f.cost_ns = req.ts_ns - ack.ts_ns;
-        f.frames = vec![ack.frame, req.frame];
+        f.frames = vec![ack.frame(), req.frame()];
         f.explanation = format!(
             "The client waited {} after the handshake before sending its request (round trip {}).",
             ms(f.cost_ns),

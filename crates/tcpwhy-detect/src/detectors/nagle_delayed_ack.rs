@@ -117,7 +117,7 @@ impl Detector for NagleDelayedAck {
             f.start_ns = a.ts_ns;
             f.end_ns = st.seen.last().map_or(b.ts_ns, |s| s.2.ts_ns);
             f.cost_ns = st.total_ns;
-            f.frames = vec![a.frame, ack.frame, b.frame];
+            f.frames = vec![a.frame(), ack.frame(), b.frame()];
             f.explanation = format!(
                 "{} held a small segment until the peer's delayed ACK {} times ({} each, median; round trip {}): {} lost.",
                 side_name(c, side),

@@ -134,7 +134,7 @@ impl Detector for PathLatency {
         f.frames = [c.handshake.syn, c.handshake.syn_ack, Some(q), Some(r)]
             .into_iter()
             .flatten()
-            .map(|a| a.frame)
+            .map(|a| a.frame())
             .collect();
         f.frames.sort_unstable();
         f.frames.dedup();

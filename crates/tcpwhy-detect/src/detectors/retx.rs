@@ -12,6 +12,12 @@ use tcpwhy_wire::Seq;
 #[derive(Default, Debug)]
 pub(crate) struct State {
     sender: Sender,
+    /// Boxed: most connections retransmit nothing, and every open one holds a State per side.
+    losses: Option<Box<Losses>>,
+}
+
+#[derive(Default, Debug)]
+struct Losses {
     fast: FastRetransmits,
     timeouts: Timeouts,
 }
@@ -73,10 +79,11 @@ impl Detector for Retransmissions {
         for side in [ev.from, ev.from.other()] {
             let st = cs.retx.get(side);
             if let Some(r) = st.sender.on_event(c, side, ev) {
+                let l = st.losses.get_or_insert_default();
                 if r.fast {
-                    st.fast.add(r);
+                    l.fast.add(r);
                 } else {
-                    st.timeouts.add(r);
+                    l.timeouts.add(r);
                 }
             }
         }
@@ -87,11 +94,14 @@ impl Detector for Retransmissions {
             let Some(st) = cs.retx.finish(side) else {
                 continue;
             };
+            let Some(l) = &st.losses else {
+                continue;
+            };
             if self.timeouts_on {
-                st.timeouts.report(c, side, out);
+                l.timeouts.report(c, side, out);
             }
             if self.fast_on {
-                st.fast.report(c, side, out);
+                l.fast.report(c, side, out);
             }
         }
     }
@@ -192,7 +202,12 @@ impl Sender {
 pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
     let mut frames: Vec<u64> = seen
         .iter()
-        .flat_map(|r| r.original.map(|o| o.frame).into_iter().chain([r.at.frame]))
+        .flat_map(|r| {
+            r.original
+                .map(|o| o.frame())
+                .into_iter()
+                .chain([r.at.frame()])
+        })
         .collect();
     frames.sort_unstable();
     frames.dedup();
@@ -225,10 +240,7 @@ mod tests {
     use tcpwhy_wire::Seq;
 
     fn push(st: &mut State, i: u32) {
-        let at = At {
-            frame: u64::from(i) + 1,
-            ts_ns: i64::from(i),
-        };
+        let at = At::new(u64::from(i) + 1, i64::from(i));
         st.sender
             .sent
             .push_back((Seq(i * 100), Seq(i * 100 + 100), at));

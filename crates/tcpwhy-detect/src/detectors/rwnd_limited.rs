@@ -112,7 +112,7 @@ impl Detector for RwndLimited {
             f.start_ns = full.ts_ns;
             f.end_ns = c.last.ts_ns;
             f.cost_ns = st.total_ns;
-            f.frames = vec![full.frame, next.frame];
+            f.frames = vec![full.frame(), next.frame()];
             let rate = if rtt > 0 {
                 st.max_window as f64 * 8.0 / (rtt as f64 / 1e9) / 1e6
             } else {

@@ -90,7 +90,7 @@ impl Detector for SenderLimited {
             f.frames = st
                 .pauses
                 .iter()
-                .flat_map(|p| [p.start.frame, p.end.frame])
+                .flat_map(|p| [p.start.frame(), p.end.frame()])
                 .collect();
             f.frames.dedup();
             f.explanation = format!(

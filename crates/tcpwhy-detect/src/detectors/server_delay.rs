@@ -120,7 +120,7 @@ impl Detector for ServerDelay {
         f.frames = [Some(req), ack, Some(resp)]
             .into_iter()
             .flatten()
-            .map(|a| a.frame)
+            .map(|a| a.frame())
             .collect();
         f.explanation = format!(
             "{} took {} (median) to start answering {} of {} requests, beyond the {} round trip{}; {} lost in the server.",

@@ -219,7 +219,7 @@ impl Detector for SlowStartRestart {
             f.frames = [b.before_gap, b.first, b.first_flight_last]
                 .into_iter()
                 .flatten()
-                .map(|a| a.frame)
+                .map(|a| a.frame())
                 .collect();
             f.frames.dedup();
             f.explanation = format!(
@@ -250,7 +250,7 @@ impl Detector for SlowStartRestart {
                 "rtt_ms": ms_f(rtt),
                 "restarts": st.restarts.iter().map(|(r, need)| json!({
                     "start_ns": r.first.map(|a| a.ts_ns),
-                    "frame": r.first.map(|a| a.frame),
+                    "frame": r.first.map(|a| a.frame()),
                     "idle_ms": ms_f(r.idle_ns),
                     "flights": r.flights.segments(),
                     "round_trips_with_earlier_window": need,

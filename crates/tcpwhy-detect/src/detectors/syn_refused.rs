@@ -76,7 +76,7 @@ impl Detector for SynRefused {
         f.start_ns = syn.ts_ns;
         f.end_ns = rst.ts_ns;
         f.cost_ns = rst.ts_ns - syn.ts_ns;
-        f.frames = vec![syn.frame, rst.frame];
+        f.frames = vec![syn.frame(), rst.frame()];
         f.explanation = format!(
             "The server {}:{} refused the connection with a reset {} after the SYN{}.",
             c.server.addr,

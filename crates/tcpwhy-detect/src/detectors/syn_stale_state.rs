@@ -113,7 +113,7 @@ impl Detector for SynStaleState {
         ]
         .into_iter()
         .flatten()
-        .map(|a| a.frame)
+        .map(|a| a.frame())
         .collect();
         f.frames.dedup();
         let prev = c.prev;

@@ -111,8 +111,8 @@ impl Detector for SynUnanswered {
         f.frames = st
             .syns
             .iter()
-            .map(|a| a.frame)
-            .chain(answer.map(|a| a.frame))
+            .map(|a| a.frame())
+            .chain(answer.map(|a| a.frame()))
             .collect();
         let stack = fingerprint(&gaps);
         f.explanation = format!(

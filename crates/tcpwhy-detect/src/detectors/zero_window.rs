@@ -82,7 +82,7 @@ impl Detector for ZeroWindow {
             f.start_ns = z.ts_ns;
             f.end_ns = upd.ts_ns;
             f.cost_ns = st.total_ns;
-            f.frames = vec![z.frame, upd.frame];
+            f.frames = vec![z.frame(), upd.frame()];
             f.frames.dedup();
             f.explanation = format!(
                 "{} advertised a zero window {} times: its application stopped reading; the peer stalled {} in all{}.",

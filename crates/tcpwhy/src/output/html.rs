@@ -69,7 +69,6 @@ struct Row {
 struct Cause {
     count: u64,
     cost_ns: i64,
-    connections: BTreeSet<u64>,
 }
 
 pub struct HtmlPrinter {
@@ -80,6 +79,7 @@ pub struct HtmlPrinter {
     findings: Vec<Finding>,
     more_findings: u64,
     causes: BTreeMap<&'static str, Cause>,
+    cause_connections: super::CauseConnections,
     /// Findings and time lost per connection, until its record arrives.
     per_conn: HashMap<u64, (u32, i64)>,
     hist: [[u64; PARTS.len()]; BINS],
@@ -100,6 +100,7 @@ impl HtmlPrinter {
             findings: Vec::new(),
             more_findings: 0,
             causes: BTreeMap::new(),
+            cause_connections: Default::default(),
             per_conn: HashMap::new(),
             hist: [[0; PARTS.len()]; BINS],
             exchanges: 0,
@@ -152,7 +153,7 @@ impl Printer for HtmlPrinter {
         let c = self.causes.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
-        c.connections.insert(f.connection);
+        self.cause_connections.finding(f.connection, f.id);
         let p = self.per_conn.entry(f.connection).or_default();
         p.0 += 1;
         p.1 += f.cost_ns.max(0);
@@ -190,6 +191,7 @@ impl Printer for HtmlPrinter {
     }
 
     fn connection(&mut self, c: &Connection) {
+        self.cause_connections.connection(c.id);
         let (findings, lost_ns) = self.per_conn.remove(&c.id).unwrap_or_default();
         let d = c.duration_ns();
         if self.rows.len() >= MAX_ROWS {
@@ -356,7 +358,7 @@ impl Sink for Recorder<'_> {
         let seg = ev.seg;
         v.push(Pt {
             t,
-            frame: ev.at.frame,
+            frame: ev.at.frame(),
             client: ev.from == tcpwhy_track::Side::Client,
             seq: seg.seq.0,
             ack: seg.ack.0,
@@ -542,8 +544,8 @@ impl HtmlPrinter {
                     fmt_ms(c.cost_ns),
                     c.count,
                     if c.count == 1 { "" } else { "s" },
-                    c.connections.len(),
-                    if c.connections.len() == 1 { "" } else { "s" },
+                    self.cause_connections.count(id),
+                    if self.cause_connections.count(id) == 1 { "" } else { "s" },
                 );
             }
             let _ = writeln!(h, "</svg>");

@@ -109,8 +109,8 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "sack_permitted": e.sack_permitted,
         "sack_blocks": e.sack_blocks,
         "timestamps": e.timestamps,
-        "fin_frame": e.fin.map(|a| a.frame),
-        "rst_frame": e.rst.map(|a| a.frame),
+        "fin_frame": e.fin.map(|a| a.frame()),
+        "rst_frame": e.rst.map(|a| a.frame()),
         "ack_rtt_ms": rtt_json(&e.ack_rtt),
     })
 }
@@ -120,9 +120,9 @@ pub fn connection_json(c: &Connection) -> Value {
     let hs = &c.handshake;
     let handshake = if hs.syn.is_some() || hs.syn_ack.is_some() {
         json!({
-            "syn_frame": hs.syn.map(|a| a.frame),
-            "syn_ack_frame": hs.syn_ack.map(|a| a.frame),
-            "ack_frame": hs.ack.map(|a| a.frame),
+            "syn_frame": hs.syn.map(|a| a.frame()),
+            "syn_ack_frame": hs.syn_ack.map(|a| a.frame()),
+            "ack_frame": hs.ack.map(|a| a.frame()),
             "rtt_ms": hs.rtt_ns().map(ms),
             "syn_to_syn_ack_ms": hs.syn_to_syn_ack_ns().map(ms),
             "syn_ack_to_ack_ms": hs.syn_ack_to_ack_ns().map(ms),
@@ -163,8 +163,8 @@ pub fn connection_json(c: &Connection) -> Value {
     );
     m.insert("role".into(), json!(c.role.name()));
     m.insert("role_inferred".into(), json!(c.role.inferred()));
-    m.insert("first_frame".into(), json!(c.first.frame));
-    m.insert("last_frame".into(), json!(c.last.frame));
+    m.insert("first_frame".into(), json!(c.first.frame()));
+    m.insert("last_frame".into(), json!(c.last.frame()));
     m.insert("start".into(), json!(rfc3339(c.first.ts_ns)));
     m.insert("end".into(), json!(rfc3339(c.last.ts_ns)));
     m.insert("start_ns".into(), json!(c.first.ts_ns));
@@ -282,7 +282,7 @@ pub fn exchange_json(x: &tcpwhy_detect::Exchange) -> Value {
         "start": rfc3339(x.start.ts_ns),
         "start_ns": x.start.ts_ns,
         "end_ns": x.end.ts_ns,
-        "frames": [x.start.frame, x.response_first.frame, x.end.frame],
+        "frames": [x.start.frame(), x.response_first.frame(), x.end.frame()],
         "latency_ms": ms(x.latency_ns),
         "request_bytes": x.request_bytes,
         "response_bytes": x.response_bytes,
@@ -308,7 +308,7 @@ pub fn stall_json(s: &tcpwhy_detect::Stall) -> Value {
         "start": rfc3339(s.start.ts_ns),
         "start_ns": s.start.ts_ns,
         "end_ns": s.end.ts_ns,
-        "frames": [s.start.frame, s.end.frame],
+        "frames": [s.start.frame(), s.end.frame()],
         "gap_ms": ms(s.gap_ns),
         "cost_ms": ms(s.cost_ns),
         "in_flight_bytes": s.in_flight,

@@ -75,7 +75,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("bytes", &e.frame_bytes);
     o.val("data_segments", &e.data_segments);
     o.val("duplicates", &e.duplicates);
-    o.val("fin_frame", &e.fin.map(|a| a.frame));
+    o.val("fin_frame", &e.fin.map(|a| a.frame()));
     o.val("isn", &e.isn.map(|s| s.0));
     o.val("keepalives", &e.keepalives);
     o.val("mss", &e.mss);
@@ -84,7 +84,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("payload_bytes", &e.payload_bytes);
     o.val("retrans_bytes", &e.retrans_bytes);
     o.val("retrans_segments", &e.retrans_segments);
-    o.val("rst_frame", &e.rst.map(|a| a.frame));
+    o.val("rst_frame", &e.rst.map(|a| a.frame()));
     o.val("sack_blocks", &e.sack_blocks);
     o.val("sack_permitted", &e.sack_permitted);
     o.val("syn_retransmits", &e.syn_retransmits);
@@ -108,24 +108,24 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     o.val("end", &rfc3339(c.last.ts_ns));
     o.val("end_ns", &c.last.ts_ns);
     o.val("end_reason", c.end_reason.name());
-    o.val("first_frame", &c.first.frame);
+    o.val("first_frame", &c.first.frame());
     let hs = &c.handshake;
     if hs.syn.is_some() || hs.syn_ack.is_some() {
         let mut h = Obj::new(o.key("handshake"));
-        h.val("ack_frame", &hs.ack.map(|a| a.frame));
+        h.val("ack_frame", &hs.ack.map(|a| a.frame()));
         h.val("client_rsts", &hs.client_rsts);
         h.val("invalid_acks", &hs.invalid_acks);
         h.val("rtt_ms", &hs.rtt_ns().map(ms));
-        h.val("syn_ack_frame", &hs.syn_ack.map(|a| a.frame));
+        h.val("syn_ack_frame", &hs.syn_ack.map(|a| a.frame()));
         h.val("syn_ack_to_ack_ms", &hs.syn_ack_to_ack_ns().map(ms));
-        h.val("syn_frame", &hs.syn.map(|a| a.frame));
+        h.val("syn_frame", &hs.syn.map(|a| a.frame()));
         h.val("syn_to_syn_ack_ms", &hs.syn_to_syn_ack_ns().map(ms));
         h.end();
     } else {
         o.null("handshake");
     }
     o.val("id", &c.id);
-    o.val("last_frame", &c.last.frame);
+    o.val("last_frame", &c.last.frame());
     o.val("packets", &c.packets());
     match c.prev {
         Some(p) => {
@@ -170,7 +170,7 @@ pub fn exchange(b: &mut Vec<u8>, x: &tcpwhy_detect::Exchange, version: u32) {
     o.val("end_ns", &x.end.ts_ns);
     o.val(
         "frames",
-        &[x.start.frame, x.response_first.frame, x.end.frame],
+        &[x.start.frame(), x.response_first.frame(), x.end.frame()],
     );
     o.val("index", &x.index);
     o.val("latency_ms", &ms(x.latency_ns));

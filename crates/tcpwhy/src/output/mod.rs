@@ -68,3 +68,101 @@ pub fn endpoint(addr: IpAddr, port: u16) -> String {
         IpAddr::V6(a) => format!("[{a}]:{port}"),
     }
 }
+
+/// On how many distinct connections each cause was found, in memory bounded by the connections
+/// that have findings and are still open (a set of connection ids per cause grew with the
+/// capture: 10 M entries for 10 M connections). Relies on the printers' order: a connection's
+/// findings all come before its record ([`Printer::connection`]), which ends its entry here.
+#[derive(Default)]
+pub struct CauseConnections {
+    /// Cause index (a bit in the masks) -> count of distinct connections.
+    counts: Vec<u64>,
+    ids: Vec<&'static str>,
+    /// Open connection -> the causes already counted for it (bit i: `ids[i]`, i < 64).
+    open: std::collections::HashMap<u64, u64>,
+    /// Causes beyond the 64th (there are 14 detectors; this keeps any count correct).
+    overflow: std::collections::HashSet<(u64, usize)>,
+}
+
+impl CauseConnections {
+    /// A finding of cause `id` on connection `conn`.
+    pub fn finding(&mut self, conn: u64, id: &'static str) {
+        let i = match self.ids.iter().position(|&x| x == id) {
+            Some(i) => i,
+            None => {
+                self.ids.push(id);
+                self.counts.push(0);
+                self.ids.len() - 1
+            }
+        };
+        let new = if i < 64 {
+            let mask = self.open.entry(conn).or_insert(0);
+            let new = *mask & (1 << i) == 0;
+            *mask |= 1 << i;
+            new
+        } else {
+            self.overflow.insert((conn, i))
+        };
+        self.counts[i] += u64::from(new);
+    }
+
+    /// The record of connection `conn`: none of its findings come after it.
+    pub fn connection(&mut self, conn: u64) {
+        if self.open.is_empty() {
+            return; // (most connections have no finding: no hashing)
+        }
+        if self.open.remove(&conn).is_some() && !self.overflow.is_empty() {
+            self.overflow.retain(|&(c, _)| c != conn);
+        }
+    }
+
+    /// Distinct connections cause `id` was found on.
+    pub fn count(&self, id: &str) -> u64 {
+        self.ids
+            .iter()
+            .position(|&x| x == id)
+            .map_or(0, |i| self.counts[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CauseConnections;
+
+    #[test]
+    fn counts_each_connection_once_per_cause_and_forgets_finished_ones() {
+        let mut c = CauseConnections::default();
+        // Connection 1: two findings of a, one of b; connection 2 interleaved: one of a.
+        c.finding(1, "a");
+        c.finding(2, "a");
+        c.finding(1, "a");
+        c.finding(1, "b");
+        assert_eq!((c.count("a"), c.count("b"), c.count("z")), (2, 1, 0));
+        c.connection(1);
+        c.connection(2);
+        assert!(c.open.is_empty(), "finished connections are forgotten");
+        // A later connection with the same cause counts again.
+        c.finding(3, "b");
+        assert_eq!(c.count("b"), 2);
+    }
+
+    #[test]
+    fn more_causes_than_bits_still_count_distinct_connections() {
+        let ids: Vec<&'static str> = (0..70)
+            .map(|i| &*Box::leak(format!("cause-{i}").into_boxed_str()))
+            .collect();
+        let mut c = CauseConnections::default();
+        for conn in [7, 8] {
+            for _ in 0..2 {
+                for &id in &ids {
+                    c.finding(conn, id);
+                }
+            }
+        }
+        assert!(ids.iter().all(|id| c.count(id) == 2));
+        c.connection(7);
+        c.finding(9, ids[69]);
+        assert_eq!(c.count(ids[69]), 3);
+        assert!(c.overflow.iter().all(|&(conn, _)| conn != 7));
+    }
+}

@@ -28,7 +28,6 @@ struct Row {
 struct Cause {
     count: u64,
     cost_ns: i64,
-    connections: std::collections::BTreeSet<u64>,
     /// The costliest finding, shown as the example.
     example: Option<tcpwhy_detect::Finding>,
 }
@@ -38,6 +37,7 @@ const LATENCY_SAMPLE: usize = 100_000;
 
 pub struct TextPrinter {
     causes: std::collections::BTreeMap<&'static str, Cause>,
+    cause_connections: super::CauseConnections,
     exchanges: u64,
     latencies: Vec<i64>,
     split: tcpwhy_detect::Split,
@@ -203,6 +203,7 @@ impl TextPrinter {
     ) -> TextPrinter {
         TextPrinter {
             causes: Default::default(),
+            cause_connections: Default::default(),
             exchanges: 0,
             latencies: Vec::new(),
             split: Default::default(),
@@ -264,8 +265,12 @@ impl TextPrinter {
                 "lost in {} finding{} on {} connection{}",
                 c.count,
                 if c.count == 1 { "" } else { "s" },
-                c.connections.len(),
-                if c.connections.len() == 1 { "" } else { "s" },
+                self.cause_connections.count(id),
+                if self.cause_connections.count(id) == 1 {
+                    ""
+                } else {
+                    "s"
+                },
             );
             writeln!(
                 self.out,
@@ -523,8 +528,8 @@ impl TextPrinter {
                 st.class.name(),
                 st.sender.name(),
                 fmt_ms(st.gap_ns),
-                st.start.frame,
-                st.end.frame,
+                st.start.frame(),
+                st.end.frame(),
                 fmt_bytes(st.in_flight)
             );
         }
@@ -548,8 +553,8 @@ impl TextPrinter {
                 s,
                 "  exchange {} (frames {}-{}): {} -> {} in {}: {}",
                 x.index,
-                x.start.frame,
-                x.end.frame,
+                x.start.frame(),
+                x.end.frame(),
                 fmt_bytes(x.request_bytes),
                 fmt_bytes(x.response_bytes),
                 fmt_ms(x.latency_ns),
@@ -635,13 +640,14 @@ impl Printer for TextPrinter {
         let c = self.causes.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
-        c.connections.insert(f.connection);
+        self.cause_connections.finding(f.connection, f.id);
         if c.example.as_ref().is_none_or(|e| f.cost_ns > e.cost_ns) {
             c.example = Some(f.clone());
         }
     }
 
     fn connection(&mut self, c: &Connection) {
+        self.cause_connections.connection(c.id);
         self.vantage[vantage_index(c.vantage())] += 1;
         let close = c.close();
         let ci = match close.kind() {
@@ -656,7 +662,12 @@ impl Printer for TextPrinter {
         self.with_retrans += u64::from(retrans > 0);
         self.inferred_roles += u64::from(c.role.inferred());
         self.duplicates += u64::from(c.client.duplicates + c.server.duplicates);
-        if let Some(p) = self.details.pending.remove(&c.id) {
+        // (Nothing pending, the common case: no hashing per connection.)
+        let pending = match self.details.pending.is_empty() {
+            true => None,
+            false => self.details.pending.remove(&c.id),
+        };
+        if let Some(p) = pending {
             self.keep_details(c, p);
         }
         self.reused_tuples += u64::from(c.prev.is_some());
