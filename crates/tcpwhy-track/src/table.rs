@@ -373,6 +373,9 @@ pub struct Tracker {
     /// The latest capture time seen (timestamps may step backwards; timers do not).
     now: i64,
     stats: TrackerStats,
+    /// The capture ended: the connections left to finish (id, slot, in id order) and how
+    /// many of them `finish_some` has finished.
+    ending: Option<(Vec<(u64, u32)>, usize)>,
 }
 
 /// Two identical packets this close are one packet captured twice.
@@ -442,6 +445,7 @@ impl Tracker {
             history,
             now: i64::MIN,
             stats: TrackerStats::default(),
+            ending: None,
         }
     }
 
@@ -449,12 +453,12 @@ impl Tracker {
         &self.stats
     }
 
-    /// Connections currently tracked.
     /// The slots of the connections tracked now (each connection's `slot`), for tests.
     pub fn live_slots(&self) -> Vec<u32> {
         self.slots.iter().map(|c| c.slot).collect()
     }
 
+    /// Connections currently tracked.
     pub fn open_connections(&self) -> usize {
         self.open
     }
@@ -880,9 +884,24 @@ impl Tracker {
 
     /// The capture ended: finish every connection still tracked, in the order they started.
     pub fn finish_all(&mut self, sink: &mut dyn Sink) {
-        let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id, c.slot)).collect();
-        live.sort_unstable();
-        for (id, slot) in live {
+        while !self.finish_some(usize::MAX, sink) {}
+    }
+
+    /// The capture ended: finish the next `limit` (at least one) of the connections still
+    /// tracked, in the order they started, as `finish_all` would; true once none is left.
+    /// Lets a caller hand on the end's records in bounded pieces (with a million connections
+    /// open, all their records at once cost as much memory again as the connections).
+    pub fn finish_some(&mut self, limit: usize, sink: &mut dyn Sink) -> bool {
+        let (live, pos) = self.ending.get_or_insert_with(|| {
+            let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id, c.slot)).collect();
+            live.sort_unstable();
+            (live, 0)
+        });
+        let end = pos.saturating_add(limit.max(1)).min(live.len());
+        let batch = live[*pos..end].to_vec();
+        *pos = end;
+        let done = end == live.len();
+        for (id, slot) in batch {
             let reason = match self.slots.get(slot).and_then(|c| c.closed_at) {
                 Some(_) => EndReason::Closed,
                 None => EndReason::CaptureEnd,
@@ -890,6 +909,10 @@ impl Tracker {
             sink.moment(Moment::end(id));
             self.finish(slot, reason, sink);
         }
+        if done {
+            self.ending = None;
+        }
+        done
     }
 }
 

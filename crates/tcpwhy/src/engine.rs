@@ -44,8 +44,13 @@ enum Msg {
         now: i64,
         out: Batch,
     },
-    End,
+    /// The capture ended: finish the next `END_PIECE` open connections, records in `out`.
+    End { out: Batch },
 }
+
+/// Connections a worker finishes per piece of the end of the capture: the end's records go
+/// to the reading thread piece by piece, never all at once.
+const END_PIECE: usize = 4096;
 
 /// What a record is; its payload (if any) is in the batch's vector of that kind.
 #[derive(Clone, Copy)]
@@ -90,10 +95,12 @@ impl Batch {
     }
 }
 
-/// A round's records from one worker, and its batch of segments to use again.
+/// A round's records from one worker, and its batch of segments to use again; `last`: the
+/// worker has finished every connection (its last piece of the end).
 struct Done {
     out: Batch,
     items: Vec<Item>,
+    last: bool,
 }
 
 /// The detectors' output in a worker: every record keyed by the moment it was made at.
@@ -179,18 +186,23 @@ fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done
                 let done = Done {
                     out: out.replace(empty),
                     items,
+                    last: false,
                 };
                 if tx.send(done).is_err() {
                     break;
                 }
             }
-            Msg::End => {
-                tracker.finish_all(&mut det);
-                let _ = tx.send(Done {
-                    out: out.take(),
+            Msg::End { out: mut empty } => {
+                empty.clear();
+                let last = tracker.finish_some(END_PIECE, &mut det);
+                let done = Done {
+                    out: out.replace(empty),
                     items: Vec::new(),
-                });
-                break;
+                    last,
+                };
+                if tx.send(done).is_err() || last {
+                    break;
+                }
             }
         }
     }
@@ -392,11 +404,7 @@ impl Engine {
         while self.in_flight > 0 {
             self.collect_round(sinks)?;
         }
-        for tx in &self.to {
-            tx.send(Msg::End).map_err(|_| worker_gone())?;
-        }
-        self.in_flight = 1;
-        self.collect_round(sinks)?;
+        self.finish_connections(sinks)?;
         let mut stats = TrackerStats::default();
         for h in self.handles.drain(..) {
             let s = h.join().map_err(|_| worker_gone())?;
@@ -405,6 +413,60 @@ impl Engine {
         }
         stats.peak_open = sinks.peak_open;
         Ok(stats)
+    }
+
+    /// The end of the capture: each worker finishes its open connections piece by piece, and
+    /// the pieces are merged as they come, so a worker holds at most two pieces at a time
+    /// (the one being merged, and the next, which it makes meanwhile).
+    fn finish_connections(&mut self, sinks: &mut Sinks<'_>) -> io::Result<()> {
+        let n = self.shards;
+        let mut outs: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
+        let mut pos = vec![0usize; n];
+        // A piece asked for and not yet received; the worker sent its last piece.
+        let mut asked = vec![false; n];
+        let mut last = vec![false; n];
+        for (w, tx) in self.to.iter().enumerate() {
+            tx.send(Msg::End {
+                out: Batch::default(),
+            })
+            .map_err(|_| worker_gone())?;
+            asked[w] = true;
+        }
+        loop {
+            // Every worker has records left in its piece, or has sent its last.
+            for w in 0..n {
+                while pos[w] >= outs[w].keys.len() && asked[w] {
+                    let done = self.from[w].recv().map_err(|_| worker_gone())?;
+                    let spare = std::mem::replace(&mut outs[w], done.out);
+                    pos[w] = 0;
+                    last[w] = done.last;
+                    asked[w] = !done.last;
+                    if asked[w] {
+                        // Its next piece while this one is merged.
+                        self.to[w]
+                            .send(Msg::End { out: spare })
+                            .map_err(|_| worker_gone())?;
+                    }
+                }
+            }
+            let at = |k: &Key| (k.moment, k.seq);
+            let mut best: Option<(usize, Key)> = None;
+            for (w, o) in outs.iter().enumerate() {
+                if let Some(k) = o.keys.get(pos[w]) {
+                    if best.is_none_or(|(_, b)| at(k) < at(&b)) {
+                        best = Some((w, *k));
+                    }
+                }
+            }
+            let Some((w, k)) = best else { break };
+            pos[w] += 1;
+            sinks.emit(&k, &outs[w]);
+            if pos[w] == outs[w].keys.len() {
+                sinks.printer.check()?;
+            }
+        }
+        debug_assert!(last.iter().all(|&l| l));
+        sinks.printer.check()
     }
 }
 
