@@ -864,7 +864,9 @@ impl Tracker {
         if let Ok(e) = self.index.find_entry(hash, |&s| s == slot) {
             e.remove();
         }
-        if reason != EndReason::Superseded {
+        // No history for a successor at the end of the capture (with a million connections
+        // open then, it was a million entries nothing would read).
+        if reason != EndReason::Superseded && self.ending.is_none() {
             // History is bounded like the table: the oldest facts go first.
             let (prev, client) = history_of(c);
             let deadline = c.last.ts_ns + self.cfg.history_ns;
@@ -883,6 +885,7 @@ impl Tracker {
     }
 
     /// The capture ended: finish every connection still tracked, in the order they started.
+    /// (What the end finishes leaves no history: the tracker takes no packets after it.)
     pub fn finish_all(&mut self, sink: &mut dyn Sink) {
         while !self.finish_some(usize::MAX, sink) {}
     }
