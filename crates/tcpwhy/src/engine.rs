@@ -13,8 +13,11 @@
 //! byte-for-byte that of `--threads 1` (tests/threads.rs). The exception is the
 //! `--max-connections` cap, shared among the workers: which connections a full table evicts,
 //! and which finished connections a full history forgets, can differ.
+//!
+//! For the JSON printer the workers also write the records as JSON lines (`JsonLines`): the
+//! reading thread then only copies bytes out (writing them was a third of its time).
 
-use crate::output::Printer;
+use crate::output::{json, json_fast, JsonLines, LineOf, Printer};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io;
@@ -52,6 +55,9 @@ enum Msg {
 /// to the reading thread piece by piece, never all at once.
 const END_PIECE: usize = 4096;
 
+/// The most JSON-line bytes an emptied batch keeps room for.
+const TEXT_KEEP: usize = 4 << 20;
+
 /// What a record is; its payload (if any) is in the batch's vector of that kind.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -60,6 +66,8 @@ enum Kind {
     Exchange,
     Stall,
     Connection,
+    /// A record written as a JSON line (`Batch::lines`).
+    Line,
 }
 
 #[derive(Clone, Copy)]
@@ -83,6 +91,9 @@ struct Batch {
     exchanges: Vec<Exchange>,
     stalls: Vec<Stall>,
     connections: Vec<Connection>,
+    /// JSON lines (without newlines) one after the other, and where each ends and what it is.
+    text: Vec<u8>,
+    lines: Vec<(usize, LineOf)>,
 }
 
 impl Batch {
@@ -92,6 +103,23 @@ impl Batch {
         self.exchanges.clear();
         self.stalls.clear();
         self.connections.clear();
+        // A round's JSON lines are usually a few MB; a round of a flood (a record for each
+        // of 32 Ki packets) can be 30 MB, which three batches per worker would keep for good.
+        if self.text.capacity() > TEXT_KEEP {
+            self.text = Vec::new();
+        }
+        self.text.clear();
+        self.lines.clear();
+    }
+
+    /// The bytes of line `i`.
+    fn line(&self, i: usize) -> Option<(&[u8], LineOf)> {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.lines.get(p)?.0,
+            None => 0,
+        };
+        let &(end, what) = self.lines.get(i)?;
+        Some((self.text.get(start..end)?, what))
     }
 }
 
@@ -108,6 +136,8 @@ struct Collect<'a> {
     now: Moment,
     seq: u64,
     out: &'a RefCell<Batch>,
+    /// Write records as JSON lines (for the JSON printer).
+    json: Option<JsonLines>,
 }
 
 /// Where a batch keeps the payloads of one kind.
@@ -130,6 +160,27 @@ impl Collect<'_> {
         });
         self.seq += 1;
     }
+
+    /// A record written as a JSON line by `write`.
+    fn line(&mut self, what: LineOf, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut b = self.out.borrow_mut();
+        write(&mut b.text);
+        let end = b.text.len();
+        b.lines.push((end, what));
+        let idx = b.lines.len() - 1;
+        b.keys.push(Key {
+            moment: self.now,
+            seq: self.seq,
+            kind: Kind::Line,
+            idx: idx as u32,
+        });
+        self.seq += 1;
+    }
+}
+
+/// A JSON value appended to `b` (serde_json cannot fail on a `Value` written to memory).
+fn write_value(b: &mut Vec<u8>, v: &serde_json::Value) {
+    let _ = serde_json::to_writer(b, v);
 }
 
 impl Output for Collect<'_> {
@@ -142,28 +193,64 @@ impl Output for Collect<'_> {
         self.record::<()>(Kind::Started, None);
     }
     fn finding(&mut self, f: &Finding) {
-        self.finding_owned(f.clone());
+        if self.json.is_some() {
+            self.line(LineOf::Finding(f.id), |b| {
+                write_value(b, &json::finding_json(f))
+            });
+        } else {
+            self.finding_owned(f.clone());
+        }
     }
     fn finding_owned(&mut self, f: Finding) {
-        self.record(Kind::Finding, Some((f, |b| &mut b.findings)));
+        if self.json.is_some() {
+            self.finding(&f);
+        } else {
+            self.record(Kind::Finding, Some((f, |b| &mut b.findings)));
+        }
     }
     fn exchange(&mut self, x: &Exchange) {
-        self.record(Kind::Exchange, Some((x.clone(), |b| &mut b.exchanges)));
+        match self.json {
+            Some(JsonLines { exchanges: true }) => self.line(LineOf::Exchange, |b| {
+                json_fast::exchange(b, x, json::SCHEMA_VERSION)
+            }),
+            Some(_) => {}
+            None => self.record(Kind::Exchange, Some((x.clone(), |b| &mut b.exchanges))),
+        }
     }
     fn stall(&mut self, s: &Stall) {
-        self.record(Kind::Stall, Some((s.clone(), |b| &mut b.stalls)));
+        match self.json {
+            Some(JsonLines { exchanges: true }) => {
+                self.line(LineOf::Stall, |b| write_value(b, &json::stall_json(s)))
+            }
+            Some(_) => {}
+            None => self.record(Kind::Stall, Some((s.clone(), |b| &mut b.stalls))),
+        }
     }
     fn connection(&mut self, c: &Connection) {
-        self.record(Kind::Connection, Some((c.clone(), |b| &mut b.connections)));
+        if self.json.is_some() {
+            let v = json::vantage_index(c.vantage()) as u8;
+            self.line(LineOf::Connection(v), |b| {
+                json_fast::connection(b, c, json::SCHEMA_VERSION)
+            });
+        } else {
+            self.record(Kind::Connection, Some((c.clone(), |b| &mut b.connections)));
+        }
     }
 }
 
-fn worker(cfg: Config, disabled: Vec<String>, rx: Receiver<Msg>, tx: Sender<Done>) -> TrackerStats {
+fn worker(
+    cfg: Config,
+    disabled: Vec<String>,
+    json: Option<JsonLines>,
+    rx: Receiver<Msg>,
+    tx: Sender<Done>,
+) -> TrackerStats {
     let out = RefCell::new(Batch::default());
     let mut collect = Collect {
         now: Moment::default(),
         seq: 0,
         out: &out,
+        json,
     };
     let mut tracker = Tracker::new(cfg);
     let mut det = Detectors::new(&disabled, &mut collect);
@@ -257,6 +344,16 @@ impl<'a> Sinks<'a> {
                     self.printer.connection(c);
                 }
             }
+            Kind::Line => {
+                if let Some((bytes, what)) = b.line(i) {
+                    match what {
+                        LineOf::Connection(_) => self.open = self.open.saturating_sub(1),
+                        LineOf::Finding(id) => *self.ids.entry(id).or_insert(0) += 1,
+                        LineOf::Exchange | LineOf::Stall => {}
+                    }
+                    self.printer.line(bytes, what);
+                }
+            }
         }
     }
 }
@@ -280,8 +377,14 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// `workers` threads (at least 1), each with its share of `--max-connections`.
-    pub fn start(workers: usize, cfg: &Config, disabled: &[String]) -> io::Result<Engine> {
+    /// `workers` threads (at least 1), each with its share of `--max-connections`; `json`:
+    /// the workers write the records as JSON lines (`Printer::json_lines`).
+    pub fn start(
+        workers: usize,
+        cfg: &Config,
+        disabled: &[String],
+        json: Option<JsonLines>,
+    ) -> io::Result<Engine> {
         let shards = workers.max(1);
         let mut cfg = cfg.clone();
         cfg.max_connections = cfg.max_connections.div_ceil(shards).max(1);
@@ -294,7 +397,7 @@ impl Engine {
             let (cfg, disabled) = (cfg.clone(), disabled.to_vec());
             let h = std::thread::Builder::new()
                 .name(format!("tcpwhy-worker-{i}"))
-                .spawn(move || worker(cfg, disabled, in_rx, out_tx))?;
+                .spawn(move || worker(cfg, disabled, json, in_rx, out_tx))?;
             to.push(in_tx);
             from.push(out_rx);
             handles.push(h);

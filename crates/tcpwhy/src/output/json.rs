@@ -352,6 +352,27 @@ impl Printer for JsonPrinter {
         }
     }
 
+    fn json_lines(&self) -> Option<super::JsonLines> {
+        Some(super::JsonLines {
+            exchanges: self.exchanges,
+        })
+    }
+
+    fn line(&mut self, bytes: &[u8], what: super::LineOf) {
+        match what {
+            super::LineOf::Connection(v) => {
+                if let Some(n) = self.vantage.get_mut(usize::from(v)) {
+                    *n += 1;
+                }
+            }
+            super::LineOf::Exchange | super::LineOf::Stall if !self.exchanges => return,
+            _ => {}
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(bytes);
+        self.write_buf();
+    }
+
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         let v = summary_json(r, &self.vantage);
         self.line(&v);

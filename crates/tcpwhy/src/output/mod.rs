@@ -2,7 +2,7 @@
 
 pub mod html;
 pub mod json;
-mod json_fast;
+pub(crate) mod json_fast;
 pub mod text;
 
 use std::io;
@@ -34,6 +34,31 @@ pub trait Printer {
     fn check(&mut self) -> io::Result<()>;
     /// The end of the run.
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()>;
+    /// Records this printer takes already written as JSON lines by the tracking workers
+    /// (`line`), so that the reading thread only copies them out; `None`: records as values.
+    fn json_lines(&self) -> Option<JsonLines> {
+        None
+    }
+    /// A record written by a worker (only if `json_lines` asked for them): one JSON value,
+    /// without its newline.
+    fn line(&mut self, _bytes: &[u8], _what: LineOf) {}
+}
+
+/// What the workers write as JSON lines for a printer.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonLines {
+    /// Exchange and stall records too (`--exchanges`); without it the workers drop them.
+    pub exchanges: bool,
+}
+
+/// The record a JSON line holds, with what the reading thread counts of it.
+#[derive(Clone, Copy, Debug)]
+pub enum LineOf {
+    /// A connection, and its vantage (`json::vantage_index`).
+    Connection(u8),
+    Finding(&'static str),
+    Exchange,
+    Stall,
 }
 
 /// Lets the detectors write into a printer, counting findings per id for `--fail-on`.
