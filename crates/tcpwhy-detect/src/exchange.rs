@@ -108,7 +108,7 @@ impl Exchanges {
         if seg.flags.syn() || seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let st = cs.exchange.get();
+        let st = cs.exchange.get(&mut cs.used);
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             match (seg.window, st.zero_since) {
@@ -197,7 +197,7 @@ impl Exchanges {
     }
 
     pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Exchange>) {
-        if let Some(mut st) = cs.exchange.take() {
+        if let Some(mut st) = cs.exchange.take(&mut cs.used) {
             if let Some(x) = st.close(c) {
                 out.push(x);
             }

@@ -126,7 +126,7 @@ impl Stalls {
         let mss = u64::from(c.endpoint(ev.from).mss.unwrap_or(536));
         // As the sender of its own data.
         if seg.payload_len > 0 {
-            let d = cs.stall.get(ev.from);
+            let d = cs.stall.get(&mut cs.used, ev.from);
             let end = seg.seq + seg.payload_len;
             if !d.active {
                 *d = Dir {
@@ -164,7 +164,7 @@ impl Stalls {
         let spoke = seg.payload_len > 0;
         // The tracker has accounted this segment: its window, scaled when scaling is on.
         let window = c.endpoint(ev.from).window_scaled;
-        let d = cs.stall.get(peer);
+        let d = cs.stall.get(&mut cs.used, peer);
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).
             d.active = false;
@@ -190,8 +190,8 @@ impl Stalls {
     }
 
     pub fn finished(&mut self, cs: &mut ConnState) {
-        cs.stall.take(Side::Client);
-        cs.stall.take(Side::Server);
+        cs.stall.take(&mut cs.used, Side::Client);
+        cs.stall.take(&mut cs.used, Side::Server);
     }
 }
 

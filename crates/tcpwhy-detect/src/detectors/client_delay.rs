@@ -56,7 +56,7 @@ impl Detector for ClientDelay {
         if ev.seg.payload_len == 0 || ev.at.frame() <= hs_ack.frame() {
             return;
         }
-        let st = cs.client_delay.get();
+        let st = cs.client_delay.get(&mut cs.used);
         if st.decided {
             return;
         }
@@ -71,7 +71,7 @@ impl Detector for ClientDelay {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.client_delay.take() else {
+        let Some(st) = cs.client_delay.take(&mut cs.used) else {
             return;
         };
         let Some((ack, req)) = st.finding else { return };

@@ -251,24 +251,27 @@ impl Set {
 
 /// One detector's state for one connection (or one direction of it): it exists once the
 /// detector has looked at the connection (`get`), and is handed back once at the end (`take`:
-/// `None` if the detector never looked).
+/// `None` if the detector never looked). Whether it was looked at is bit `BIT` of the
+/// connection's `ConnState::used` (one word for all: a flag beside each state cost 8 bytes of
+/// padding each, 168 bytes per connection).
 #[derive(Debug, Default)]
-pub(crate) struct Lazy<T> {
-    used: bool,
+pub(crate) struct Lazy<T, const BIT: u32> {
     val: T,
 }
 
-impl<T: Default> Lazy<T> {
-    pub fn get(&mut self) -> &mut T {
-        self.used = true;
+impl<T: Default, const BIT: u32> Lazy<T, BIT> {
+    const MASK: u32 = 1 << BIT;
+
+    pub fn get(&mut self, used: &mut u32) -> &mut T {
+        *used |= Self::MASK;
         &mut self.val
     }
 
-    pub fn take(&mut self) -> Option<T> {
-        if !self.used {
+    pub fn take(&mut self, used: &mut u32) -> Option<T> {
+        if *used & Self::MASK == 0 {
             return None;
         }
-        self.used = false;
+        *used &= !Self::MASK;
         Some(std::mem::take(&mut self.val))
     }
 
@@ -276,14 +279,14 @@ impl<T: Default> Lazy<T> {
     /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
     /// connection in this slot (allocating and freeing them for each of hundreds of
     /// thousands of short connections was 4% of a run).
-    pub fn finish(&mut self) -> Option<Finished<'_, T>>
+    pub fn finish(&mut self, used: &mut u32) -> Option<Finished<'_, T>>
     where
         T: Recycle,
     {
-        if !self.used {
+        if *used & Self::MASK == 0 {
             return None;
         }
-        self.used = false;
+        *used &= !Self::MASK;
         Some(Finished(&mut self.val))
     }
 }
@@ -335,36 +338,53 @@ impl<T: Recycle> Drop for Finished<'_, T> {
     }
 }
 
-/// A detector's state for each direction of a connection, by the sending side.
+/// A detector's state for each direction of a connection, by the sending side: bits `BIT`
+/// (client) and `BIT + 1` (server) of `ConnState::used`.
 #[derive(Debug, Default)]
-pub(crate) struct PerSide<T> {
-    client: Lazy<T>,
-    server: Lazy<T>,
+pub(crate) struct PerSide<T, const BIT: u32> {
+    client: T,
+    server: T,
 }
 
-impl<T: Default> PerSide<T> {
-    pub fn get(&mut self, side: Side) -> &mut T {
+impl<T: Default, const BIT: u32> PerSide<T, BIT> {
+    fn mask(side: Side) -> u32 {
         match side {
-            Side::Client => self.client.get(),
-            Side::Server => self.server.get(),
+            Side::Client => 1 << BIT,
+            Side::Server => 1 << (BIT + 1),
         }
     }
 
-    pub fn take(&mut self, side: Side) -> Option<T> {
+    fn val(&mut self, side: Side) -> &mut T {
         match side {
-            Side::Client => self.client.take(),
-            Side::Server => self.server.take(),
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
         }
     }
 
-    pub fn finish(&mut self, side: Side) -> Option<Finished<'_, T>>
+    pub fn get(&mut self, used: &mut u32, side: Side) -> &mut T {
+        *used |= Self::mask(side);
+        self.val(side)
+    }
+
+    pub fn take(&mut self, used: &mut u32, side: Side) -> Option<T> {
+        let m = Self::mask(side);
+        if *used & m == 0 {
+            return None;
+        }
+        *used &= !m;
+        Some(std::mem::take(self.val(side)))
+    }
+
+    pub fn finish(&mut self, used: &mut u32, side: Side) -> Option<Finished<'_, T>>
     where
         T: Recycle,
     {
-        match side {
-            Side::Client => self.client.finish(),
-            Side::Server => self.server.finish(),
+        let m = Self::mask(side);
+        if *used & m == 0 {
+            return None;
         }
+        *used &= !m;
+        Some(Finished(self.val(side)))
     }
 }
 
@@ -373,49 +393,57 @@ impl<T: Default> PerSide<T> {
 /// of connections that was a cache miss per detector per packet).
 #[derive(Debug, Default)]
 pub struct ConnState {
-    pub(crate) syn_stale_state: Lazy<syn_stale_state::State>,
-    pub(crate) syn_unanswered: Lazy<syn_unanswered::State>,
-    pub(crate) syn_refused: Lazy<syn_refused::State>,
-    pub(crate) slow_start_restart: PerSide<slow_start_restart::State>,
-    pub(crate) nagle_delayed_ack: PerSide<nagle_delayed_ack::State>,
-    pub(crate) retx: PerSide<retx::State>,
-    pub(crate) zero_window: PerSide<zero_window::State>,
-    pub(crate) server_delay: Lazy<server_delay::State>,
-    pub(crate) path_latency: Lazy<path_latency::State>,
-    pub(crate) client_delay: Lazy<client_delay::State>,
-    pub(crate) rwnd_limited: PerSide<rwnd_limited::State>,
-    pub(crate) sender_limited: PerSide<sender_limited::State>,
-    pub(crate) exchange: Lazy<crate::exchange::State>,
-    pub(crate) stall: PerSide<crate::stall::Dir>,
+    /// Which states were looked at: one bit each (`Lazy`, `PerSide`).
+    pub(crate) used: u32,
+    pub(crate) syn_stale_state: Lazy<syn_stale_state::State, 0>,
+    pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
+    pub(crate) syn_refused: Lazy<syn_refused::State, 2>,
+    pub(crate) slow_start_restart: PerSide<slow_start_restart::State, 3>,
+    pub(crate) nagle_delayed_ack: PerSide<nagle_delayed_ack::State, 5>,
+    pub(crate) retx: PerSide<retx::State, 7>,
+    pub(crate) zero_window: PerSide<zero_window::State, 9>,
+    pub(crate) server_delay: Lazy<server_delay::State, 11>,
+    pub(crate) path_latency: Lazy<path_latency::State, 12>,
+    pub(crate) client_delay: Lazy<client_delay::State, 13>,
+    pub(crate) rwnd_limited: PerSide<rwnd_limited::State, 14>,
+    pub(crate) sender_limited: PerSide<sender_limited::State, 16>,
+    pub(crate) exchange: Lazy<crate::exchange::State, 18>,
+    pub(crate) stall: PerSide<crate::stall::Dir, 19>,
 }
 
 #[cfg(test)]
 pub(crate) fn print_sizes() {
     use std::mem::size_of;
     for (name, size) in [
-        ("syn_stale_state", size_of::<Lazy<syn_stale_state::State>>()),
-        ("syn_unanswered", size_of::<Lazy<syn_unanswered::State>>()),
-        ("syn_refused", size_of::<Lazy<syn_refused::State>>()),
+        (
+            "syn_stale_state",
+            size_of::<Lazy<syn_stale_state::State, 0>>(),
+        ),
+        (
+            "syn_unanswered",
+            size_of::<Lazy<syn_unanswered::State, 0>>(),
+        ),
+        ("syn_refused", size_of::<Lazy<syn_refused::State, 0>>()),
         (
             "slow_start_restart",
-            size_of::<PerSide<slow_start_restart::State>>(),
+            size_of::<PerSide<slow_start_restart::State, 0>>(),
         ),
         (
             "nagle_delayed_ack",
-            size_of::<PerSide<nagle_delayed_ack::State>>(),
+            size_of::<PerSide<nagle_delayed_ack::State, 0>>(),
         ),
-        ("retx", size_of::<PerSide<retx::State>>()),
-        ("zero_window", size_of::<PerSide<zero_window::State>>()),
-        ("server_delay", size_of::<Lazy<server_delay::State>>()),
-        ("path_latency", size_of::<Lazy<path_latency::State>>()),
-        ("client_delay", size_of::<Lazy<client_delay::State>>()),
-        ("rwnd_limited", size_of::<PerSide<rwnd_limited::State>>()),
+        ("retx", size_of::<PerSide<retx::State, 0>>()),
+        ("zero_window", size_of::<PerSide<zero_window::State, 0>>()),
+        ("server_delay", size_of::<Lazy<server_delay::State, 0>>()),
+        ("path_latency", size_of::<Lazy<path_latency::State, 0>>()),
+        ("client_delay", size_of::<Lazy<client_delay::State, 0>>()),
+        ("rwnd_limited", size_of::<PerSide<rwnd_limited::State, 0>>()),
         (
             "sender_limited",
-            size_of::<PerSide<sender_limited::State>>(),
+            size_of::<PerSide<sender_limited::State, 0>>(),
         ),
-        ("exchange", size_of::<Lazy<crate::exchange::State>>()),
-        ("stall", size_of::<PerSide<crate::stall::Dir>>()),
+        ("exchange", size_of::<Lazy<crate::exchange::State, 0>>()),
+        ("stall", size_of::<PerSide<crate::stall::Dir, 0>>()),
     ] {
         eprintln!("  {name:<20} {size:>5} bytes");
     }
@@ -485,6 +513,57 @@ pub(crate) const MS: i64 = 1_000_000;
 #[cfg(test)]
 mod set_tests {
     use super::*;
+
+    #[test]
+    fn every_state_has_its_own_used_bit() {
+        // 21 states (7 per connection, 7 per direction): looked at, each sets a bit of its
+        // own (two sharing one would hand one's state back as the other's); taken, each
+        // clears its bit and only its bit.
+        let mut cs = ConnState::default();
+        let u = &mut cs.used;
+        cs.syn_stale_state.get(u);
+        cs.syn_unanswered.get(u);
+        cs.syn_refused.get(u);
+        cs.server_delay.get(u);
+        cs.path_latency.get(u);
+        cs.client_delay.get(u);
+        cs.exchange.get(u);
+        for side in [Side::Client, Side::Server] {
+            cs.slow_start_restart.get(u, side);
+            cs.nagle_delayed_ack.get(u, side);
+            cs.retx.get(u, side);
+            cs.zero_window.get(u, side);
+            cs.rwnd_limited.get(u, side);
+            cs.sender_limited.get(u, side);
+            cs.stall.get(u, side);
+        }
+        assert_eq!(cs.used.count_ones(), 21, "{:b}", cs.used);
+        let u = &mut cs.used;
+        let mut left = 21;
+        let mut check = |taken: bool, u: &u32| {
+            assert!(taken);
+            left -= 1;
+            assert_eq!(u.count_ones(), left, "{u:b}");
+        };
+        check(cs.syn_stale_state.take(u).is_some(), u);
+        check(cs.syn_unanswered.take(u).is_some(), u);
+        check(cs.syn_refused.take(u).is_some(), u);
+        check(cs.server_delay.take(u).is_some(), u);
+        check(cs.path_latency.finish(u).is_some(), u);
+        check(cs.client_delay.take(u).is_some(), u);
+        check(cs.exchange.take(u).is_some(), u);
+        for side in [Side::Client, Side::Server] {
+            check(cs.slow_start_restart.take(u, side).is_some(), u);
+            check(cs.nagle_delayed_ack.take(u, side).is_some(), u);
+            check(cs.retx.finish(u, side).is_some(), u);
+            check(cs.zero_window.take(u, side).is_some(), u);
+            check(cs.rwnd_limited.take(u, side).is_some(), u);
+            check(cs.sender_limited.take(u, side).is_some(), u);
+            check(cs.stall.take(u, side).is_some(), u);
+        }
+        assert_eq!(cs.used, 0);
+        assert!(cs.exchange.take(&mut cs.used).is_none(), "taken once");
+    }
 
     #[test]
     fn the_set_runs_the_registry_in_its_order() {

@@ -71,7 +71,7 @@ impl Detector for NagleDelayedAck {
         let rtt = rtt_ns(c).unwrap_or(0);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
-            let st = cs.nagle_delayed_ack.get(sender);
+            let st = cs.nagle_delayed_ack.get(&mut cs.used, sender);
             if let Some((a, ack, delay)) = st.acked.take() {
                 if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
                     st.count += 1;
@@ -89,7 +89,7 @@ impl Detector for NagleDelayedAck {
         }
         // The peer's side: a pure ACK of the pending small segment, late.
         let peer = sender.other();
-        let st = cs.nagle_delayed_ack.get(peer);
+        let st = cs.nagle_delayed_ack.get(&mut cs.used, peer);
         if let Some((a, end)) = st.pending {
             if seg.flags.ack() && seg.ack >= end {
                 st.pending = None;
@@ -104,7 +104,7 @@ impl Detector for NagleDelayedAck {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.nagle_delayed_ack.take(side) else {
+            let Some(st) = cs.nagle_delayed_ack.take(&mut cs.used, side) else {
                 continue;
             };
             let Some(&(a, ack, b, _)) = st.seen.first() else {

@@ -82,7 +82,7 @@ impl Detector for PathLatency {
         if ev.seg.payload_len == 0 || !ev.new_data || c.role.inferred() {
             return;
         }
-        let st = cs.path_latency.get();
+        let st = cs.path_latency.get(&mut cs.used);
         match ev.from {
             Side::Client => {
                 if st.in_response {
@@ -100,7 +100,7 @@ impl Detector for PathLatency {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(mut st) = cs.path_latency.finish() else {
+        let Some(mut st) = cs.path_latency.finish(&mut cs.used) else {
             return;
         };
         st.close_exchange();

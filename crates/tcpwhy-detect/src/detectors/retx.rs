@@ -77,7 +77,7 @@ impl Detector for Retransmissions {
     ) {
         // The sender's own segments, and the peer's ACKs about them.
         for side in [ev.from, ev.from.other()] {
-            let st = cs.retx.get(side);
+            let st = cs.retx.get(&mut cs.used, side);
             if let Some(r) = st.sender.on_event(c, side, ev) {
                 let l = st.losses.get_or_insert_default();
                 if r.fast {
@@ -91,7 +91,7 @@ impl Detector for Retransmissions {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.retx.finish(side) else {
+            let Some(st) = cs.retx.finish(&mut cs.used, side) else {
                 continue;
             };
             let Some(l) = &st.losses else {
@@ -248,15 +248,20 @@ mod tests {
 
     #[test]
     fn a_recycled_state_starts_empty_and_keeps_its_buffer() {
-        let mut l: Lazy<State> = Lazy::default();
-        assert!(l.finish().is_none(), "never looked at: nothing to finish");
+        let mut l: Lazy<State, 3> = Lazy::default();
+        let mut used = 0u32;
+        let used = &mut used;
+        assert!(
+            l.finish(used).is_none(),
+            "never looked at: nothing to finish"
+        );
         for i in 0..10u32 {
-            push(l.get(), i);
+            push(l.get(used), i);
         }
-        l.get().sender.last_ack = Some(Seq(7));
-        l.get().sender.dupacks = 2;
+        l.get(used).sender.last_ack = Some(Seq(7));
+        l.get(used).sender.dupacks = 2;
         let cap = {
-            let st = l.finish().expect("looked at");
+            let st = l.finish(used).expect("looked at");
             assert_eq!(
                 st.sender.sent.len(),
                 10,
@@ -264,8 +269,8 @@ mod tests {
             );
             st.sender.sent.capacity()
         };
-        assert!(l.finish().is_none(), "finished once");
-        let st = l.get();
+        assert!(l.finish(used).is_none(), "finished once");
+        let st = l.get(used);
         assert_eq!(st.sender.sent.len(), 0);
         assert!(
             st.sender.last_ack.is_none() && st.sender.dupacks == 0,
@@ -274,10 +279,10 @@ mod tests {
         assert_eq!(st.sender.sent.capacity(), cap, "the buffer is kept");
         // A bulk sender's full ring is given back rather than kept in the slot.
         for i in 0..100u32 {
-            push(l.get(), i);
+            push(l.get(used), i);
         }
-        drop(l.finish());
-        assert_eq!(l.get().sender.sent.capacity(), 0);
+        drop(l.finish(used));
+        assert_eq!(l.get(used).sender.sent.capacity(), 0);
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl Detector for RwndLimited {
         let sender = ev.from.other();
         if seg.flags.ack() {
             if let Some(w) = c.endpoint(ev.from).window_scaled.filter(|w| *w > 0) {
-                let st = cs.rwnd_limited.get(sender);
+                let st = cs.rwnd_limited.get(&mut cs.used, sender);
                 st.edge = Some(seg.ack + w.min(u64::from(u32::MAX / 2)) as u32);
                 st.window = w;
                 st.max_window = st.max_window.max(w);
@@ -79,7 +79,7 @@ impl Detector for RwndLimited {
         }
         let rtt = rtt_ns(c).unwrap_or(0);
         let mss = u32::from(c.endpoint(ev.from).mss.unwrap_or(1460));
-        let st = cs.rwnd_limited.get(ev.from);
+        let st = cs.rwnd_limited.get(&mut cs.used, ev.from);
         if let Some(full) = st.full.take() {
             let wait = ev.at.ts_ns - full.ts_ns;
             if wait > (rtt / 4).max(MS) {
@@ -98,7 +98,7 @@ impl Detector for RwndLimited {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.rwnd_limited.take(side) else {
+            let Some(st) = cs.rwnd_limited.take(&mut cs.used, side) else {
                 continue;
             };
             let Some((full, next)) = st.first else {

@@ -63,7 +63,7 @@ impl Detector for ServerDelay {
         if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let st = cs.server_delay.get();
+        let st = cs.server_delay.get(&mut cs.used);
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
                 st.request_last = Some(ev.at);
@@ -104,7 +104,7 @@ impl Detector for ServerDelay {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.server_delay.take() else {
+        let Some(st) = cs.server_delay.take(&mut cs.used) else {
             return;
         };
         let Some(&(req, ack, resp, _)) = st.slow.first() else {

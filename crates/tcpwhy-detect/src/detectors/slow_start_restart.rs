@@ -161,7 +161,7 @@ impl Detector for SlowStartRestart {
         _out: &mut Vec<Finding>,
     ) {
         if ev.retransmission {
-            cs.slow_start_restart.get(ev.from).loss_seen = true;
+            cs.slow_start_restart.get(&mut cs.used, ev.from).loss_seen = true;
             return;
         }
         if ev.seg.payload_len == 0 || !ev.new_data {
@@ -172,7 +172,7 @@ impl Detector for SlowStartRestart {
         // idle means longer than Linux's minimum RTO plus the round trip.
         let flight_gap = (rtt / 2).max(MS);
         let idle = rtt + 200 * MS;
-        let st = cs.slow_start_restart.get(ev.from);
+        let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
         let gap = st.last_data.map_or(i64::MAX, |t| ev.at.ts_ns - t.ts_ns);
         let len = u64::from(ev.seg.payload_len);
         if gap > idle {
@@ -200,7 +200,7 @@ impl Detector for SlowStartRestart {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(mut st) = cs.slow_start_restart.take(side) else {
+            let Some(mut st) = cs.slow_start_restart.take(&mut cs.used, side) else {
                 continue;
             };
             st.end_burst();

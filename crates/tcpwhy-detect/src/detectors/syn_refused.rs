@@ -51,7 +51,7 @@ impl Detector for SynRefused {
         if c.handshake.syn_ack.is_some() {
             return;
         }
-        let st = cs.syn_refused.get();
+        let st = cs.syn_refused.get(&mut cs.used);
         if ev.from == Side::Client && f.syn() && !f.ack() && st.first_syn.is_none() {
             st.first_syn = Some(ev.at);
         }
@@ -66,7 +66,7 @@ impl Detector for SynRefused {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_refused.take() else {
+        let Some(st) = cs.syn_refused.take(&mut cs.used) else {
             return;
         };
         let (Some(syn), Some(rst)) = (st.first_syn, st.first_rst) else {

@@ -59,7 +59,7 @@ impl Detector for SynStaleState {
             return;
         }
         let f = ev.seg.flags;
-        let st = cs.syn_stale_state.get();
+        let st = cs.syn_stale_state.get(&mut cs.used);
         match ev.from {
             Side::Client if f.syn() && !f.ack() => {
                 if st.first_syn.is_none() {
@@ -88,7 +88,7 @@ impl Detector for SynStaleState {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_stale_state.take() else {
+        let Some(st) = cs.syn_stale_state.take(&mut cs.used) else {
             return;
         };
         let (Some(first), Some((ack_at, ack_no))) = (st.first_syn, st.stale_ack) else {

@@ -80,7 +80,7 @@ impl Detector for SynUnanswered {
             return;
         }
         let f = ev.seg.flags;
-        let st = cs.syn_unanswered.get();
+        let st = cs.syn_unanswered.get(&mut cs.used);
         match ev.from {
             Side::Client if f.syn() && !f.ack() && st.syns.len() < MAX_SYNS => st.syns.push(ev.at),
             // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.
@@ -90,7 +90,7 @@ impl Detector for SynUnanswered {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_unanswered.finish() else {
+        let Some(st) = cs.syn_unanswered.finish(&mut cs.used) else {
             return;
         };
         if st.syns.len() < 2 || st.answered_otherwise {

@@ -53,7 +53,7 @@ impl Detector for ZeroWindow {
         if f.syn() || f.rst() {
             return;
         }
-        let st = cs.zero_window.get(ev.from);
+        let st = cs.zero_window.get(&mut cs.used, ev.from);
         match (ev.seg.window, st.zero_since) {
             (0, None) => st.zero_since = Some(ev.at),
             (w, Some(z)) if w > 0 => {
@@ -68,7 +68,7 @@ impl Detector for ZeroWindow {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(mut st) = cs.zero_window.take(side) else {
+            let Some(mut st) = cs.zero_window.take(&mut cs.used, side) else {
                 continue;
             };
             let open = st.zero_since;
