@@ -366,6 +366,11 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
         self.val(side)
     }
 
+    /// The state if the detector has looked at this direction (without looking at it).
+    pub fn peek(&mut self, used: u32, side: Side) -> Option<&mut T> {
+        (used & Self::mask(side) != 0).then(|| self.val(side))
+    }
+
     pub fn take(&mut self, used: &mut u32, side: Side) -> Option<T> {
         let m = Self::mask(side);
         if *used & m == 0 {

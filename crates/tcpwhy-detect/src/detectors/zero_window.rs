@@ -53,16 +53,17 @@ impl Detector for ZeroWindow {
         if f.syn() || f.rst() {
             return;
         }
-        let st = cs.zero_window.get(&mut cs.used, ev.from);
-        match (ev.seg.window, st.zero_since) {
-            (0, None) => st.zero_since = Some(ev.at),
-            (w, Some(z)) if w > 0 => {
-                st.zero_since = None;
+        // A direction gets its state at its first zero window: most never advertise one
+        // (their state is never written, nor read when the connection ends).
+        if ev.seg.window == 0 {
+            let st = cs.zero_window.get(&mut cs.used, ev.from);
+            st.zero_since.get_or_insert(ev.at);
+        } else if let Some(st) = cs.zero_window.peek(cs.used, ev.from) {
+            if let Some(z) = st.zero_since.take() {
                 st.stalls += 1;
                 st.total_ns += ev.at.ts_ns - z.ts_ns;
                 st.first.get_or_insert((z, ev.at));
             }
-            _ => {}
         }
     }
 
