@@ -900,11 +900,13 @@ impl Tracker {
             live.sort_unstable();
             (live, 0)
         });
-        let end = pos.saturating_add(limit.max(1)).min(live.len());
-        let batch = live[*pos..end].to_vec();
+        let (start, end) = (*pos, pos.saturating_add(limit.max(1)).min(live.len()));
         *pos = end;
-        let done = end == live.len();
-        for (id, slot) in batch {
+        for i in start..end {
+            // (Looked up again each time: `finish` needs the tracker.)
+            let Some(&(id, slot)) = self.ending.as_ref().and_then(|(l, _)| l.get(i)) else {
+                break;
+            };
             let reason = match self.slots.get(slot).and_then(|c| c.closed_at) {
                 Some(_) => EndReason::Closed,
                 None => EndReason::CaptureEnd,
@@ -912,6 +914,7 @@ impl Tracker {
             sink.moment(Moment::end(id));
             self.finish(slot, reason, sink);
         }
+        let done = self.ending.as_ref().is_none_or(|(l, p)| *p == l.len());
         if done {
             self.ending = None;
         }

@@ -614,6 +614,41 @@ fn random_traffic(n: usize) -> Vec<(TcpSegment, At)> {
 }
 
 #[test]
+fn the_end_in_pieces_reports_what_the_end_at_once_does() {
+    // The same traffic (its connections left open: no idle timeout within it), finished by
+    // `finish_all` and by `finish_some` in pieces of 1 and of 7: the same reports in the same
+    // order, and nothing left after the last piece.
+    let cfg = Config {
+        idle_timeout_ns: i64::MAX / 4,
+        ..Config::default()
+    };
+    let traffic = random_traffic(3_000);
+    let fed = || {
+        let mut t = Tracker::new(cfg.clone());
+        let mut r = Reports::default();
+        for (s, at) in &traffic {
+            t.segment(s, *at, 60, &mut r);
+        }
+        (t, r)
+    };
+    let (mut t, mut all) = fed();
+    let open = t.open_connections();
+    assert!(open >= 20, "{open} connections open at the end");
+    t.finish_all(&mut all);
+    assert_eq!(t.open_connections(), 0);
+    for piece in [1, 7] {
+        let (mut t, mut r) = fed();
+        let mut calls = 0;
+        while !t.finish_some(piece, &mut r) {
+            calls += 1;
+        }
+        assert_eq!(calls + 1, open.div_ceil(piece), "pieces of {piece}");
+        assert_eq!(t.open_connections(), 0);
+        assert_eq!(r.out, all.out, "pieces of {piece}");
+    }
+}
+
+#[test]
 fn sharded_trackers_report_exactly_what_one_tracker_reports() {
     let cfg = Config {
         idle_timeout_ns: 5_000 * MS,
