@@ -268,11 +268,7 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
     }
 
     pub fn take(&mut self, used: &mut u32) -> Option<T> {
-        if *used & Self::MASK == 0 {
-            return None;
-        }
-        *used &= !Self::MASK;
-        Some(std::mem::take(&mut self.val))
+        claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
     }
 
     /// Like `take`, for a state that keeps allocations: the state is read in place and
@@ -283,12 +279,15 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
     where
         T: Recycle,
     {
-        if *used & Self::MASK == 0 {
-            return None;
-        }
-        *used &= !Self::MASK;
-        Some(Finished(&mut self.val))
+        claim(used, Self::MASK).then(|| Finished(&mut self.val))
     }
+}
+
+/// Clear `mask` in `used`; true if it was set (the state was looked at and is handed back).
+fn claim(used: &mut u32, mask: u32) -> bool {
+    let set = *used & mask != 0;
+    *used &= !mask;
+    set
 }
 
 /// A state emptied in place after its connection, keeping what it allocated.
@@ -372,24 +371,14 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
     }
 
     pub fn take(&mut self, used: &mut u32, side: Side) -> Option<T> {
-        let m = Self::mask(side);
-        if *used & m == 0 {
-            return None;
-        }
-        *used &= !m;
-        Some(std::mem::take(self.val(side)))
+        claim(used, Self::mask(side)).then(|| std::mem::take(self.val(side)))
     }
 
     pub fn finish(&mut self, used: &mut u32, side: Side) -> Option<Finished<'_, T>>
     where
         T: Recycle,
     {
-        let m = Self::mask(side);
-        if *used & m == 0 {
-            return None;
-        }
-        *used &= !m;
-        Some(Finished(self.val(side)))
+        claim(used, Self::mask(side)).then(|| Finished(self.val(side)))
     }
 }
 
