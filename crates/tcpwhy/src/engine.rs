@@ -17,7 +17,7 @@
 //! For the JSON printer the workers also write the records as JSON lines (`JsonLines`): the
 //! reading thread then only copies bytes out (writing them was a third of its time).
 
-use crate::output::{json, json_fast, JsonLines, LineOf, Printer};
+use crate::output::{json, JsonLines, LineOf, Printer};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io;
@@ -78,6 +78,13 @@ struct Key {
     kind: Kind,
     /// Index into the batch's vector of `kind`.
     idx: u32,
+}
+
+impl Key {
+    /// What records are ordered by (one tracker's order).
+    fn order(&self) -> (Moment, u64) {
+        (self.moment, self.seq)
+    }
 }
 
 /// A round's records from one worker: their keys, and their payloads by kind, in vectors
@@ -178,11 +185,6 @@ impl Collect<'_> {
     }
 }
 
-/// A JSON value appended to `b` (serde_json cannot fail on a `Value` written to memory).
-fn write_value(b: &mut Vec<u8>, v: &serde_json::Value) {
-    let _ = serde_json::to_writer(b, v);
-}
-
 impl Output for Collect<'_> {
     fn moment(&mut self, m: Moment) {
         // Every record of a moment comes from one worker, so a counter running over the
@@ -194,9 +196,7 @@ impl Output for Collect<'_> {
     }
     fn finding(&mut self, f: &Finding) {
         if self.json.is_some() {
-            self.line(LineOf::Finding(f.id), |b| {
-                write_value(b, &json::finding_json(f))
-            });
+            self.line(LineOf::Finding(f.id), |b| json::write_finding(b, f));
         } else {
             self.finding_owned(f.clone());
         }
@@ -210,9 +210,9 @@ impl Output for Collect<'_> {
     }
     fn exchange(&mut self, x: &Exchange) {
         match self.json {
-            Some(JsonLines { exchanges: true }) => self.line(LineOf::Exchange, |b| {
-                json_fast::exchange(b, x, json::SCHEMA_VERSION)
-            }),
+            Some(JsonLines { exchanges: true }) => {
+                self.line(LineOf::Exchange, |b| json::write_exchange(b, x))
+            }
             Some(_) => {}
             None => self.record(Kind::Exchange, Some((x.clone(), |b| &mut b.exchanges))),
         }
@@ -220,7 +220,7 @@ impl Output for Collect<'_> {
     fn stall(&mut self, s: &Stall) {
         match self.json {
             Some(JsonLines { exchanges: true }) => {
-                self.line(LineOf::Stall, |b| write_value(b, &json::stall_json(s)))
+                self.line(LineOf::Stall, |b| json::write_stall(b, s))
             }
             Some(_) => {}
             None => self.record(Kind::Stall, Some((s.clone(), |b| &mut b.stalls))),
@@ -229,9 +229,7 @@ impl Output for Collect<'_> {
     fn connection(&mut self, c: &Connection) {
         if self.json.is_some() {
             let v = json::vantage_index(c.vantage()) as u8;
-            self.line(LineOf::Connection(v), |b| {
-                json_fast::connection(b, c, json::SCHEMA_VERSION)
-            });
+            self.line(LineOf::Connection(v), |b| json::write_connection(b, c));
         } else {
             self.record(Kind::Connection, Some((c.clone(), |b| &mut b.connections)));
         }
@@ -525,15 +523,13 @@ impl Engine {
         let n = self.shards;
         let mut outs: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
         let mut pos = vec![0usize; n];
-        // A piece asked for and not yet received; the worker sent its last piece.
-        let mut asked = vec![false; n];
-        let mut last = vec![false; n];
-        for (w, tx) in self.to.iter().enumerate() {
+        // A piece asked for and not yet received (false once the worker sent its last).
+        let mut asked = vec![true; n];
+        for tx in &self.to {
             tx.send(Msg::End {
                 out: Batch::default(),
             })
             .map_err(|_| worker_gone())?;
-            asked[w] = true;
         }
         loop {
             // Every worker has records left in its piece, or has sent its last.
@@ -542,7 +538,6 @@ impl Engine {
                     let done = self.from[w].recv().map_err(|_| worker_gone())?;
                     let spare = std::mem::replace(&mut outs[w], done.out);
                     pos[w] = 0;
-                    last[w] = done.last;
                     asked[w] = !done.last;
                     if asked[w] {
                         // Its next piece while this one is merged.
@@ -552,23 +547,15 @@ impl Engine {
                     }
                 }
             }
-            let at = |k: &Key| (k.moment, k.seq);
-            let mut best: Option<(usize, Key)> = None;
-            for (w, o) in outs.iter().enumerate() {
-                if let Some(k) = o.keys.get(pos[w]) {
-                    if best.is_none_or(|(_, b)| at(k) < at(&b)) {
-                        best = Some((w, *k));
-                    }
-                }
-            }
-            let Some((w, k)) = best else { break };
+            let Some((w, k)) = smallest(&outs, &pos) else {
+                break;
+            };
             pos[w] += 1;
             sinks.emit(&k, &outs[w]);
             if pos[w] == outs[w].keys.len() {
                 sinks.printer.check()?;
             }
         }
-        debug_assert!(last.iter().all(|&l| l));
         sinks.printer.check()
     }
 }
@@ -577,31 +564,34 @@ impl Engine {
 /// order, which is key order, so a merge of the sorted lists does (a sort of the union was 2%
 /// of the reading thread); a list out of order would fall back to sorting the union.
 fn merge_keys(outs: &[Batch], order: &mut Vec<(Key, u32)>) {
-    let at = |k: &Key| (k.moment, k.seq);
     let sorted = outs
         .iter()
-        .all(|o| o.keys.windows(2).all(|w| at(&w[0]) < at(&w[1])));
+        .all(|o| o.keys.windows(2).all(|w| w[0].order() < w[1].order()));
     if !sorted {
         for (w, out) in outs.iter().enumerate() {
             order.extend(out.keys.iter().map(|&k| (k, w as u32)));
         }
-        order.sort_unstable_by_key(|(k, _)| at(k));
+        order.sort_unstable_by_key(|(k, _)| k.order());
         return;
     }
     let mut pos = vec![0usize; outs.len()];
-    loop {
-        let mut best: Option<(usize, Key)> = None;
-        for (w, o) in outs.iter().enumerate() {
-            if let Some(k) = o.keys.get(pos[w]) {
-                if best.is_none_or(|(_, b)| at(k) < at(&b)) {
-                    best = Some((w, *k));
-                }
-            }
-        }
-        let Some((w, k)) = best else { break };
+    while let Some((w, k)) = smallest(outs, &pos) {
         pos[w] += 1;
         order.push((k, w as u32));
     }
+}
+
+/// The worker whose next key (at `pos[w]` in its batch) comes first, and that key.
+fn smallest(outs: &[Batch], pos: &[usize]) -> Option<(usize, Key)> {
+    let mut best: Option<(usize, Key)> = None;
+    for (w, o) in outs.iter().enumerate() {
+        if let Some(k) = pos.get(w).and_then(|&p| o.keys.get(p)) {
+            if best.is_none_or(|(_, b)| k.order() < b.order()) {
+                best = Some((w, *k));
+            }
+        }
+    }
+    best
 }
 
 fn worker_gone() -> io::Error {

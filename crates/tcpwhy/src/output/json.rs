@@ -35,36 +35,52 @@ impl JsonPrinter {
         }
     }
 
-    /// Write the record in `buf` as one line.
-    fn write_buf(&mut self) {
-        if self.err.is_some() {
-            return;
-        }
-        self.buf.push(b'\n');
-        let r = self.out.write_all(&self.buf).and_then(|_| {
-            if self.live {
-                self.out.flush()
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(e) = r {
-            self.err = Some(e);
-        }
+    /// One record, written by `write` (one of the `write_*` below), as one line.
+    fn record(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        write(&mut buf);
+        self.emit(&buf);
+        self.buf = buf;
     }
 
-    fn line(&mut self, v: &Value) {
+    /// `bytes` (one JSON value) and a newline.
+    fn emit(&mut self, bytes: &[u8]) {
         if self.err.is_some() {
             return;
         }
-        let r = serde_json::to_writer(&mut self.out, v)
-            .map_err(io::Error::from)
+        let r = self
+            .out
+            .write_all(bytes)
             .and_then(|_| self.out.write_all(b"\n"))
             .and_then(|_| if self.live { self.out.flush() } else { Ok(()) });
         if let Err(e) = r {
             self.err = Some(e);
         }
     }
+}
+
+/// A record's JSON line (without its newline), appended to `b`: the one place that decides
+/// the bytes, for this printer and for the workers that write lines for it (engine.rs).
+pub fn write_connection(b: &mut Vec<u8>, c: &Connection) {
+    super::json_fast::connection(b, c, SCHEMA_VERSION);
+}
+
+pub fn write_exchange(b: &mut Vec<u8>, x: &tcpwhy_detect::Exchange) {
+    super::json_fast::exchange(b, x, SCHEMA_VERSION);
+}
+
+pub fn write_finding(b: &mut Vec<u8>, f: &tcpwhy_detect::Finding) {
+    write_value(b, &finding_json(f));
+}
+
+pub fn write_stall(b: &mut Vec<u8>, s: &tcpwhy_detect::Stall) {
+    write_value(b, &stall_json(s));
+}
+
+/// (serde_json cannot fail on a `Value` written to memory.)
+fn write_value(b: &mut Vec<u8>, v: &Value) {
+    let _ = serde_json::to_writer(b, v);
 }
 
 #[cfg(test)] // the reference json_fast is tested against
@@ -320,29 +336,23 @@ pub fn stall_json(s: &tcpwhy_detect::Stall) -> Value {
 impl Printer for JsonPrinter {
     fn stall(&mut self, s: &tcpwhy_detect::Stall) {
         if self.exchanges {
-            let v = stall_json(s);
-            self.line(&v);
+            self.record(|b| write_stall(b, s));
         }
     }
 
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
         if self.exchanges {
-            self.buf.clear();
-            super::json_fast::exchange(&mut self.buf, x, SCHEMA_VERSION);
-            self.write_buf();
+            self.record(|b| write_exchange(b, x));
         }
     }
 
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
-        let v = finding_json(f);
-        self.line(&v);
+        self.record(|b| write_finding(b, f));
     }
 
     fn connection(&mut self, c: &Connection) {
         self.vantage[vantage_index(c.vantage())] += 1;
-        self.buf.clear();
-        super::json_fast::connection(&mut self.buf, c, SCHEMA_VERSION);
-        self.write_buf();
+        self.record(|b| write_connection(b, c));
     }
 
     fn check(&mut self) -> io::Result<()> {
@@ -368,14 +378,12 @@ impl Printer for JsonPrinter {
             super::LineOf::Exchange | super::LineOf::Stall if !self.exchanges => return,
             _ => {}
         }
-        self.buf.clear();
-        self.buf.extend_from_slice(bytes);
-        self.write_buf();
+        self.emit(bytes);
     }
 
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         let v = summary_json(r, &self.vantage);
-        self.line(&v);
+        self.record(|b| write_value(b, &v));
         self.check()?;
         self.out.flush()
     }

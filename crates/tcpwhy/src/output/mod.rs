@@ -2,7 +2,7 @@
 
 pub mod html;
 pub mod json;
-pub(crate) mod json_fast;
+mod json_fast;
 pub mod text;
 
 use std::io;
