@@ -126,10 +126,12 @@ synth() {
   echo "$f"
 }
 
-# run_series [TCPWHY ARGS...]: one row per capture in CAPS (tcpwhy with every detector,
-# median of ROUNDS).
+# run_series [TCPWHY ARGS...]: a table with one row per capture in CAPS (tcpwhy with every
+# detector, median of ROUNDS); each row's open count and peak RSS also go to series.txt.
 run_series() {
   local f w m n open
+  printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
+  : >"$OUT/series.txt"
   for spec in "${CAPS[@]}"; do
     read -r n open <<<"$spec"
     f=$(stage "$(synth "$n" "$open")")
@@ -150,19 +152,15 @@ echo
 echo "scaling: synthetic short connections (bench/synth.rs, 10 packets each), tcpwhy with every"
 echo "detector. Growing captures, 10 000 connections open at once: the cost per packet and the"
 echo "memory should stay flat."
-printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
 IFS=, read -ra NS <<<"$SCALING"
 CAPS=(); for n in "${NS[@]}"; do CAPS+=("$n 10000"); done
-: >"$OUT/series.txt"
 run_series
 
 echo
 echo "open at once: 1 M connections, more of them open at the same time (the flow table's"
 echo "size; --max-connections 2000000 so nothing is evicted): memory per open connection."
-printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
 IFS=, read -ra OS <<<"$OPEN"
 CAPS=(); for o in "${OS[@]}"; do CAPS+=("1000000 $o"); done
-: >"$OUT/series.txt"
 run_series --max-connections 2000000
 sort -n "$OUT/series.txt" | awk 'NR == 1 { o0 = $1; m0 = $2 } { o = $1; m = $2 } END {
   if (o > o0) printf "memory per open connection: %.0f bytes ((peak RSS at %d open - at %d open) / %d)\n",

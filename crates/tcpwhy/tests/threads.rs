@@ -131,6 +131,16 @@ fn write_pcap(path: &Path, pkts: &[(u64, Vec<u8>)]) {
     w.flush().unwrap();
 }
 
+/// The JSON records of `--threads 1` (everything on one thread) for `file`.
+fn one_thread_records(file: &str) -> Vec<Value> {
+    let out = tcpwhy(&["analyze", "--threads", "1", "--format", "json", file]);
+    assert_eq!(out.status.code(), Some(0));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Exit code, standard output and standard error (broken fixtures fail the same way).
 fn run(threads: usize, args: &[&str], file: &str) -> Vec<u8> {
     let t = threads.to_string();
@@ -202,12 +212,7 @@ fn a_capture_across_many_rounds_gives_the_same_report_with_any_thread_count() {
     let file = path.to_str().unwrap();
     // The capture exercises what ordering could get wrong: findings, tuples reused with a
     // predecessor, connections finished by timers in the middle of the capture.
-    let out = tcpwhy(&["analyze", "--threads", "1", "--format", "json", file]);
-    assert_eq!(out.status.code(), Some(0));
-    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = one_thread_records(file);
     let conns: Vec<&Value> = recs.iter().filter(|r| r["type"] == "connection").collect();
     assert_eq!(conns.len(), 12_000);
     let count = |f: &dyn Fn(&&Value) -> bool| recs.iter().filter(|r| f(r)).count();
@@ -305,12 +310,7 @@ fn connections_open_at_the_end_give_the_same_report_with_any_thread_count() {
     pkts.sort_by_key(|p| p.0);
     write_pcap(&path, &pkts);
     let file = path.to_str().unwrap();
-    let out = tcpwhy(&["analyze", "--threads", "1", "--format", "json", file]);
-    assert_eq!(out.status.code(), Some(0));
-    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = one_thread_records(file);
     let count = |f: &dyn Fn(&Value) -> bool| recs.iter().filter(|r| f(r)).count();
     assert_eq!(
         count(&|r| r["type"] == "connection" && r["end_reason"] == "capture-end"),

@@ -529,6 +529,7 @@ impl HtmlPrinter {
             for (i, (id, c)) in causes.iter().enumerate() {
                 let y = 5 + row_h * i as i64;
                 let bw = ((c.cost_ns as f64 / max) * (w - left - right) as f64).max(1.0);
+                let conns = self.cause_connections.count(id);
                 let _ = write!(
                     h,
                     "<a href=\"#cause-{id}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></a>\
@@ -544,8 +545,8 @@ impl HtmlPrinter {
                     fmt_ms(c.cost_ns),
                     c.count,
                     if c.count == 1 { "" } else { "s" },
-                    self.cause_connections.count(id),
-                    if self.cause_connections.count(id) == 1 { "" } else { "s" },
+                    conns,
+                    if conns == 1 { "" } else { "s" },
                 );
             }
             let _ = writeln!(h, "</svg>");

@@ -261,16 +261,13 @@ impl TextPrinter {
         for (i, (id, c)) in causes.iter().enumerate() {
             let cost = fmt_ms(c.cost_ns);
             let plain_lead = format!("{:>2}. {id}: {cost} ", i + 1);
+            let conns = self.cause_connections.count(id);
             let rest = format!(
                 "lost in {} finding{} on {} connection{}",
                 c.count,
                 if c.count == 1 { "" } else { "s" },
-                self.cause_connections.count(id),
-                if self.cause_connections.count(id) == 1 {
-                    ""
-                } else {
-                    "s"
-                },
+                conns,
+                if conns == 1 { "" } else { "s" },
             );
             writeln!(
                 self.out,
@@ -663,9 +660,10 @@ impl Printer for TextPrinter {
         self.inferred_roles += u64::from(c.role.inferred());
         self.duplicates += u64::from(c.client.duplicates + c.server.duplicates);
         // (Nothing pending, the common case: no hashing per connection.)
-        let pending = match self.details.pending.is_empty() {
-            true => None,
-            false => self.details.pending.remove(&c.id),
+        let pending = if self.details.pending.is_empty() {
+            None
+        } else {
+            self.details.pending.remove(&c.id)
         };
         if let Some(p) = pending {
             self.keep_details(c, p);
