@@ -1,8 +1,9 @@
 //! A deterministic synthetic capture for the scaling benchmarks: N short request/response
 //! connections (10 packets each: handshake, a 100-byte request, its ACK, a 1000-byte response,
 //! its ACK, FIN, FIN, ACK), about OPEN of them open at any time (their packets interleaved,
-//! 10 us apart), on distinct 4-tuples (10.<a>.<b>.<c> clients, one server). Headers only (snaplen 96), pcap,
-//! Ethernet, microseconds. No randomness: the same arguments give the same bytes.
+//! 10 us apart), on distinct 4-tuples (10.<a>.<b>.<c> clients, one server). Headers only
+//! (snaplen 96), pcap, Ethernet, microseconds. No randomness: the same arguments give the same
+//! bytes.
 //!
 //!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap
 
