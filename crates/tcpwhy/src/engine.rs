@@ -15,7 +15,7 @@
 //! and which finished connections a full history forgets, can differ.
 //!
 //! For the JSON printer the workers also write the records as JSON lines (`JsonLines`): the
-//! reading thread then only copies bytes out (writing them was a third of its time).
+//! reading thread then only copies bytes out (writing them was over a third of its time).
 
 use crate::output::{json, JsonLines, LineOf, Printer};
 use std::cell::RefCell;
