@@ -753,28 +753,27 @@ impl Tracker {
         self.next_due = self.next_due.min(deadline);
         self.armed[slot as usize] = deadline;
         let t = Timer { deadline, id, slot };
-        // The queue whose last timer is the latest one not after `t` (the tightest fit keeps
+        // The queue whose last timer is the latest one before `t` (the tightest fit keeps
         // each queue to one kind of timer); none: the heap.
-        let mut fit: Option<(usize, Option<Timer>)> = None;
-        for (i, q) in self.queues.iter().enumerate() {
-            let back = q.back().copied();
-            if back.is_none_or(|b| b < t) && fit.is_none_or(|(_, f)| back > f) {
-                fit = Some((i, back));
-            }
-        }
+        let fit = self
+            .queues
+            .iter_mut()
+            .filter(|q| q.back().is_none_or(|b| *b < t))
+            .max_by_key(|q| q.back().copied());
         match fit {
-            Some((i, _)) => self.queues[i].push_back(t),
+            Some(q) => q.push_back(t),
             None => self.timers.push(Reverse(t)),
         }
     }
 
-    /// The earliest timer of the heap and the queues, and where it is (`QUEUES` for the heap).
-    fn peek_timer_at(&self) -> Option<(Timer, usize)> {
-        let mut best = self.timers.peek().map(|r| (r.0, QUEUES));
+    /// The earliest timer of the heap and the queues, and the queue it heads (`None`: the
+    /// heap).
+    fn peek_timer_at(&self) -> Option<(Timer, Option<usize>)> {
+        let mut best = self.timers.peek().map(|r| (r.0, None));
         for (i, q) in self.queues.iter().enumerate() {
             if let Some(&t) = q.front() {
                 if best.is_none_or(|(b, _)| t < b) {
-                    best = Some((t, i));
+                    best = Some((t, Some(i)));
                 }
             }
         }
@@ -786,10 +785,9 @@ impl Tracker {
     }
 
     fn pop_timer(&mut self) -> Option<Timer> {
-        let (_, at) = self.peek_timer_at()?;
-        match self.queues.get_mut(at) {
-            Some(q) => q.pop_front(),
-            None => self.timers.pop().map(|r| r.0),
+        match self.peek_timer_at()? {
+            (_, Some(i)) => self.queues[i].pop_front(),
+            (_, None) => self.timers.pop().map(|r| r.0),
         }
     }
 

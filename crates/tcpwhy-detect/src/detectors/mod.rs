@@ -405,39 +405,32 @@ pub struct ConnState {
     pub(crate) stall: PerSide<crate::stall::Dir, 19>,
 }
 
+/// Each detector's bytes per connection (`Lazy` and `PerSide` add nothing to their states:
+/// the "looked at" bits are in `ConnState::used`).
 #[cfg(test)]
 pub(crate) fn print_sizes() {
     use std::mem::size_of;
     for (name, size) in [
-        (
-            "syn_stale_state",
-            size_of::<Lazy<syn_stale_state::State, 0>>(),
-        ),
-        (
-            "syn_unanswered",
-            size_of::<Lazy<syn_unanswered::State, 0>>(),
-        ),
-        ("syn_refused", size_of::<Lazy<syn_refused::State, 0>>()),
+        ("syn_stale_state", size_of::<syn_stale_state::State>()),
+        ("syn_unanswered", size_of::<syn_unanswered::State>()),
+        ("syn_refused", size_of::<syn_refused::State>()),
         (
             "slow_start_restart",
-            size_of::<PerSide<slow_start_restart::State, 0>>(),
+            2 * size_of::<slow_start_restart::State>(),
         ),
         (
             "nagle_delayed_ack",
-            size_of::<PerSide<nagle_delayed_ack::State, 0>>(),
+            2 * size_of::<nagle_delayed_ack::State>(),
         ),
-        ("retx", size_of::<PerSide<retx::State, 0>>()),
-        ("zero_window", size_of::<PerSide<zero_window::State, 0>>()),
-        ("server_delay", size_of::<Lazy<server_delay::State, 0>>()),
-        ("path_latency", size_of::<Lazy<path_latency::State, 0>>()),
-        ("client_delay", size_of::<Lazy<client_delay::State, 0>>()),
-        ("rwnd_limited", size_of::<PerSide<rwnd_limited::State, 0>>()),
-        (
-            "sender_limited",
-            size_of::<PerSide<sender_limited::State, 0>>(),
-        ),
-        ("exchange", size_of::<Lazy<crate::exchange::State, 0>>()),
-        ("stall", size_of::<PerSide<crate::stall::Dir, 0>>()),
+        ("retx", 2 * size_of::<retx::State>()),
+        ("zero_window", 2 * size_of::<zero_window::State>()),
+        ("server_delay", size_of::<server_delay::State>()),
+        ("path_latency", size_of::<path_latency::State>()),
+        ("client_delay", size_of::<client_delay::State>()),
+        ("rwnd_limited", 2 * size_of::<rwnd_limited::State>()),
+        ("sender_limited", 2 * size_of::<sender_limited::State>()),
+        ("exchange", size_of::<crate::exchange::State>()),
+        ("stall", 2 * size_of::<crate::stall::Dir>()),
     ] {
         eprintln!("  {name:<20} {size:>5} bytes");
     }
