@@ -19,7 +19,7 @@
 //!   congestion window grows).
 
 use crate::detectors::ConnState;
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,26 +50,26 @@ pub struct Exchange {
 #[derive(Default, Debug)]
 pub(crate) struct State {
     req_first: Option<At>,
-    req_last: Option<At>,
+    req_last: Ts,
     req_bytes: u64,
     resp_first: Option<At>,
     resp_last: Option<At>,
     resp_bytes: u64,
-    last_server_send: Option<At>,
+    last_server_send: Ts,
     retrans_ns: i64,
-    zero_since: Option<At>,
+    zero_since: Ts,
     window_ns: i64,
     /// Held time in the request and in the response, and the last pure ACK of each side.
     held_req_ns: i64,
     held_resp_ns: i64,
-    client_ack: Option<At>,
-    server_ack: Option<At>,
+    client_ack: Ts,
+    server_ack: Ts,
     /// The highest ACK number seen from each side (a window update repeats it).
     client_acked: Option<Seq>,
     server_acked: Option<Seq>,
     /// The end of the response data sent so far, and when the client had acknowledged all of it.
     resp_nxt: Option<Seq>,
-    resp_all_acked: Option<At>,
+    resp_all_acked: Ts,
     /// Pauses inside the response with nothing in flight (server time).
     pause_ns: i64,
     count: u32,
@@ -79,14 +79,10 @@ pub(crate) struct State {
 const HOLD_MIN: i64 = 30_000_000;
 const RELEASE: i64 = 2_000_000;
 
-fn held(prev: Option<At>, ack: Option<At>, now: At) -> i64 {
-    match (prev, ack) {
-        (Some(p), Some(a))
-            if a.ts_ns > p.ts_ns
-                && now.ts_ns - p.ts_ns >= HOLD_MIN
-                && now.ts_ns - a.ts_ns <= RELEASE =>
-        {
-            a.ts_ns - p.ts_ns
+fn held(prev: Ts, ack: Ts, now: At) -> i64 {
+    match (prev.get(), ack.get()) {
+        (Some(p), Some(a)) if a > p && now.ts_ns - p >= HOLD_MIN && now.ts_ns - a <= RELEASE => {
+            a - p
         }
         _ => 0,
     }
@@ -111,11 +107,11 @@ impl Exchanges {
         let st = cs.exchange.get(&mut cs.used);
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
-            match (seg.window, st.zero_since) {
-                (0, None) => st.zero_since = Some(ev.at),
+            match (seg.window, st.zero_since.get()) {
+                (0, None) => st.zero_since = ev.at.into(),
                 (w, Some(z)) if w > 0 => {
-                    st.window_ns += ev.at.ts_ns - z.ts_ns;
-                    st.zero_since = None;
+                    st.window_ns += ev.at.ts_ns - z;
+                    st.zero_since = Ts::NONE;
                 }
                 _ => {}
             }
@@ -128,14 +124,14 @@ impl Exchanges {
             if acked.is_none_or(|a| seg.ack > a) {
                 *acked = Some(seg.ack);
                 if seg.payload_len == 0 && !seg.flags.fin() {
-                    *ack_at = Some(ev.at);
+                    *ack_at = ev.at.into();
                 }
             }
             if ev.from == Side::Client
                 && st.resp_nxt.is_some_and(|n| seg.ack >= n)
                 && st.resp_all_acked.is_none()
             {
-                st.resp_all_acked = Some(ev.at);
+                st.resp_all_acked = ev.at.into();
             }
         }
         if seg.payload_len == 0 {
@@ -150,7 +146,7 @@ impl Exchanges {
                 }
                 st.held_req_ns += held(st.req_last, st.server_ack, ev.at);
                 st.req_first.get_or_insert(ev.at);
-                st.req_last = Some(ev.at);
+                st.req_last = ev.at.into();
                 if ev.new_data {
                     st.req_bytes += u64::from(seg.payload_len);
                 }
@@ -165,12 +161,13 @@ impl Exchanges {
                     // Nothing in flight, the window open, not a held segment: the server paused.
                     if let Some(idle) = st
                         .resp_all_acked
+                        .get()
                         .filter(|_| h == 0 && st.zero_since.is_none())
                     {
                         // Beyond the round trip from the capture point to the server and back
                         // (the ACK travelling to the server, the data coming back).
                         let net = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
-                        let pause = ev.at.ts_ns - idle.ts_ns - net;
+                        let pause = ev.at.ts_ns - idle - net;
                         if pause >= HOLD_MIN {
                             st.pause_ns += pause;
                         }
@@ -178,8 +175,8 @@ impl Exchanges {
                 }
                 st.resp_first.get_or_insert(ev.at);
                 if ev.retransmission {
-                    if let Some(prev) = st.last_server_send {
-                        st.retrans_ns += ev.at.ts_ns - prev.ts_ns;
+                    if let Some(prev) = st.last_server_send.get() {
+                        st.retrans_ns += ev.at.ts_ns - prev;
                     }
                 }
                 if ev.new_data {
@@ -187,11 +184,11 @@ impl Exchanges {
                     let end = seg.seq + seg.payload_len;
                     if st.resp_nxt.is_none_or(|n| end > n) {
                         st.resp_nxt = Some(end);
-                        st.resp_all_acked = None;
+                        st.resp_all_acked = Ts::NONE;
                     }
                 }
                 st.resp_last = Some(ev.at);
-                st.last_server_send = Some(ev.at);
+                st.last_server_send = ev.at.into();
             }
         }
     }
@@ -213,7 +210,7 @@ impl State {
         self.server_acked = taken.server_acked;
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
-            taken.req_last,
+            taken.req_last.get(),
             taken.resp_first,
             taken.resp_last,
         ) else {
@@ -221,10 +218,10 @@ impl State {
         };
         self.count += 1;
         let latency = end.ts_ns - start.ts_ns;
-        let spread = (req_last.ts_ns - start.ts_ns).max(0);
+        let spread = (req_last - start.ts_ns).max(0);
         let held_req = taken.held_req_ns.min(spread);
         let client = spread - held_req;
-        let wait = (first.ts_ns - req_last.ts_ns).max(0);
+        let wait = (first.ts_ns - req_last).max(0);
         let network = c.handshake.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
         let server = wait - network;
         let delivery = (end.ts_ns - first.ts_ns).max(0);

@@ -19,7 +19,7 @@
 //! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
 
 use crate::detectors::{rtt_ns, ConnState, MS};
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
 /// The floor of the stall threshold: a capture of a sub-millisecond path would otherwise call
@@ -90,13 +90,13 @@ pub(crate) struct Dir {
     snd_nxt: Option<Seq>,
     snd_una: Option<Seq>,
     last_len: u32,
-    window: Option<u64>,
+    window: Option<u32>,
     /// The receiver advertised a zero window since the last progress.
     zero_seen: bool,
     /// The peer has sent data on this connection; `responding` when this run began after it.
     peer_data: bool,
     responding: bool,
-    last_retx: Option<i64>,
+    last_retx: Ts,
 }
 
 enum Resume {
@@ -147,7 +147,7 @@ impl Stalls {
                 d.check(c.id, ev.from, ev.at, how, threshold, rtt, mss, out);
             }
             if ev.retransmission {
-                d.last_retx = Some(ev.at.ts_ns);
+                d.last_retx = ev.at.into();
             }
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
@@ -228,6 +228,7 @@ impl Dir {
             _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
             _ if self
                 .window
+                .map(u64::from)
                 .is_some_and(|w| in_flight + mss > w && 2 * in_flight >= w) =>
             {
                 StallClass::ReceiveWindow
@@ -246,10 +247,10 @@ impl Dir {
             cost_ns: (gap - rtt).max(0),
             class,
             in_flight,
-            window: self.window,
+            window: self.window.map(u64::from),
             run_bytes: self.run_bytes,
             responding: self.responding,
-            last_retransmission_ns: self.last_retx,
+            last_retransmission_ns: self.last_retx.get(),
         });
         // The stall is over: the next one is measured from here.
         self.last_progress = Some(now);

@@ -198,7 +198,8 @@ pub struct Connection {
     pub first: At,
     pub last: At,
     pub handshake: Handshake,
-    pub prev: Option<Predecessor>,
+    /// Boxed: only a reused 4-tuple has one (inline it was 56 bytes of every connection).
+    pub prev: Option<Box<Predecessor>>,
     pub end_reason: EndReason,
     /// When FIN both ways or an RST was seen (cleared if the connection carries on).
     pub closed_at: Option<i64>,

@@ -587,7 +587,7 @@ impl Tracker {
         let mut conn = Connection::new(id, client, server, role, at);
         if let Some((mut p, old_client)) = prev {
             p.same_client = old_client == client;
-            conn.prev = Some(p);
+            conn.prev = Some(Box::new(p));
         }
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -717,8 +717,8 @@ impl Tracker {
         // Window scaling applies only when both SYNs carried the option, never to SYNs.
         if !flags.syn() && !flags.rst() {
             me.window_scaled = match (me.window_scale, peer.window_scale) {
-                (Some(s), Some(_)) => Some(u64::from(seg.window) << s.min(14)),
-                _ if me.isn.is_some() && peer.isn.is_some() => Some(u64::from(seg.window)),
+                (Some(s), Some(_)) => Some(u32::from(seg.window) << s.min(14)),
+                _ if me.isn.is_some() && peer.isn.is_some() => Some(u32::from(seg.window)),
                 _ => None,
             };
         }

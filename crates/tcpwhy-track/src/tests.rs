@@ -220,7 +220,7 @@ fn new_isn_after_close_starts_the_next_generation() {
             first: Side::Server
         }
     );
-    let p = new.prev.expect("predecessor recorded");
+    let p = new.prev.as_deref().expect("predecessor recorded");
     assert_eq!(p.id, old.id);
     assert_eq!(
         p.close,
@@ -267,7 +267,7 @@ fn stale_ack_rst_and_same_syn_stay_one_connection() {
     assert_eq!(c.end_reason, EndReason::CaptureEnd);
     assert_eq!(c.client.unique_bytes, 10);
     assert_eq!(
-        c.prev.map(|p| p.close),
+        c.prev.as_deref().map(|p| p.close),
         Some(Close::Fin {
             first: Side::Server
         })
@@ -293,7 +293,7 @@ fn history_survives_expiry_of_the_earlier_connection() {
     assert_eq!(done.len(), 2);
     assert_eq!(done[0].end_reason, EndReason::Closed);
     assert_eq!(done[0].close(), Close::Rst { by: Side::Client });
-    let p = done[1].prev.expect("from history");
+    let p = done[1].prev.as_deref().expect("from history");
     assert_eq!(
         (p.id, p.close),
         (done[0].id, Close::Rst { by: Side::Client })
@@ -546,7 +546,7 @@ impl Sink for Reports {
             c.close(),
             c.client.packets,
             c.server.packets,
-            c.prev.map(|p| p.id),
+            c.prev.as_deref().map(|p| p.id),
             c.handshake.invalid_acks
         ));
     }
@@ -893,4 +893,100 @@ fn connections_due_at_once_finish_in_id_order_whatever_order_their_frames_came_i
     let at = At::new(10, 5_000 * MS);
     t.segment(&syn(40004), at, 54, &mut |c: &Connection| done.push(c.id));
     assert_eq!(done, vec![4, 7, 9]);
+}
+#[test]
+fn reservoir_allocated_late_gives_what_an_inline_one_gave() {
+    // The reservoir is allocated at the second sample (the first is min_ns). Model: the
+    // inline reservoir it replaced (Algorithm R with the same deterministic hash); both must
+    // agree on count, min, max and median after every sample, for sequences of every length.
+    struct Inline {
+        count: u32,
+        min: i64,
+        max: i64,
+        r: [u32; RttStats::RESERVOIR],
+    }
+    fn mix(mut x: u64) -> u64 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    }
+    impl Inline {
+        fn add(&mut self, ns: i64) {
+            if ns < 0 {
+                return;
+            }
+            if self.count == 0 {
+                (self.min, self.max) = (ns, ns);
+            } else {
+                (self.min, self.max) = (self.min.min(ns), self.max.max(ns));
+            }
+            let us = u32::try_from(ns / 1000).unwrap_or(u32::MAX);
+            let n = self.count as usize;
+            if n < RttStats::RESERVOIR {
+                self.r[n] = us;
+            } else {
+                let j = (mix(n as u64) % (n as u64 + 1)) as usize;
+                if j < RttStats::RESERVOIR {
+                    self.r[j] = us;
+                }
+            }
+            self.count += 1;
+        }
+        fn median(&self) -> Option<i64> {
+            let n = (self.count as usize).min(RttStats::RESERVOIR);
+            match n {
+                0 => None,
+                1 => Some(self.min),
+                _ => {
+                    let mut v = self.r;
+                    v[..n].sort_unstable();
+                    Some(i64::from(v[(n - 1) / 2]) * 1000)
+                }
+            }
+        }
+    }
+    let mut seed = 7u64;
+    for len in [0usize, 1, 2, 3, 15, 16, 17, 40, 1000] {
+        for _round in 0..20 {
+            let mut s = RttStats::default();
+            let mut m = Inline {
+                count: 0,
+                min: 0,
+                max: 0,
+                r: [0; RttStats::RESERVOIR],
+            };
+            for _ in 0..len {
+                seed = mix(seed);
+                // Mostly ms-scale, some negative (ignored), some beyond u32 microseconds.
+                let ns = match seed % 10 {
+                    0 => -5,
+                    1 => i64::from(u32::MAX) * 2000,
+                    _ => (seed % 5_000_000_000) as i64,
+                };
+                s.add(ns);
+                m.add(ns);
+                assert_eq!((s.count, s.median_ns()), (m.count, m.median()), "len {len}");
+                if s.count > 0 {
+                    assert_eq!((s.min_ns, s.max_ns), (m.min, m.max));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ts_is_an_option_in_eight_bytes() {
+    use crate::Ts;
+    assert_eq!(std::mem::size_of::<Ts>(), 8);
+    assert_eq!(Ts::default().get(), None);
+    assert!(Ts::NONE.is_none());
+    for v in [0, -1, 1, i64::MAX, i64::MIN + 1] {
+        assert_eq!(Ts::new(v).get(), Some(v));
+    }
+    // The one value that means none is taken as the next one, never lost.
+    assert_eq!(Ts::new(i64::MIN).get(), Some(i64::MIN + 1));
+    let mut t = Ts::from(At::new(3, 42));
+    assert_eq!(t.take(), Some(42));
+    assert!(t.is_none());
 }

@@ -15,7 +15,7 @@
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
 //! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, side_name, ConnState, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -39,7 +39,13 @@ const KEEP: usize = 8;
 pub(crate) struct State {
     /// The small segment waiting for its ACK: (at, end sequence).
     pending: Option<(At, Seq)>,
-    /// The late ACK of it: (A, ACK, delay).
+    /// Late ACKs and what they held: most directions have none.
+    found: Rare<Found>,
+}
+
+#[derive(Default, Debug)]
+struct Found {
+    /// The late ACK of the pending segment: (A, ACK, delay).
     acked: Option<(At, At, i64)>,
     /// (A, ACK, B, delay) for every occurrence (the first few kept).
     seen: Vec<(At, At, At, i64)>,
@@ -72,12 +78,14 @@ impl Detector for NagleDelayedAck {
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
             let st = cs.nagle_delayed_ack.get(&mut cs.used, sender);
-            if let Some((a, ack, delay)) = st.acked.take() {
-                if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
-                    st.count += 1;
-                    st.total_ns += delay;
-                    if st.seen.len() < KEEP {
-                        st.seen.push((a, ack, ev.at, delay));
+            if let Some(f) = st.found.peek_mut() {
+                if let Some((a, ack, delay)) = f.acked.take() {
+                    if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
+                        f.count += 1;
+                        f.total_ns += delay;
+                        if f.seen.len() < KEEP {
+                            f.seen.push((a, ack, ev.at, delay));
+                        }
                     }
                 }
             }
@@ -96,7 +104,7 @@ impl Detector for NagleDelayedAck {
                 let delay = ev.at.ts_ns - a.ts_ns;
                 let pure = seg.payload_len == 0 && !seg.flags.fin();
                 if pure && (MIN_DELAY..=MAX_DELAY).contains(&delay) && delay > 3 * rtt {
-                    st.acked = Some((a, ev.at, delay));
+                    st.found.get().acked = Some((a, ev.at, delay));
                 }
             }
         }
@@ -104,7 +112,11 @@ impl Detector for NagleDelayedAck {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.nagle_delayed_ack.take(&mut cs.used, side) else {
+            let Some(st) = cs
+                .nagle_delayed_ack
+                .take(&mut cs.used, side)
+                .and_then(|st| st.found.into_inner())
+            else {
                 continue;
             };
             let Some(&(a, ack, b, _)) = st.seen.first() else {

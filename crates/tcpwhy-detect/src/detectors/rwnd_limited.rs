@@ -17,7 +17,7 @@
 //! **References.** RFC 7323 (window scale), RFC 9293 section 3.8.6; tcp-signatures.md
 //! section 6.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, side_name, ConnState, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -37,12 +37,18 @@ const MIN_WAITS: u32 = 3;
 pub(crate) struct State {
     /// The right edge of the window the peer last advertised (ack + scaled window).
     edge: Option<Seq>,
-    window: u64,
+    window: u32,
     full: Option<At>,
+    max_window: u32,
+    /// The waits for the window: most directions never wait.
+    found: Rare<Found>,
+}
+
+#[derive(Default, Debug)]
+struct Found {
     first: Option<(At, At)>,
     waits: u32,
     total_ns: i64,
-    max_window: u64,
 }
 
 #[derive(Default)]
@@ -69,7 +75,7 @@ impl Detector for RwndLimited {
         if seg.flags.ack() {
             if let Some(w) = c.endpoint(ev.from).window_scaled.filter(|w| *w > 0) {
                 let st = cs.rwnd_limited.get(&mut cs.used, sender);
-                st.edge = Some(seg.ack + w.min(u64::from(u32::MAX / 2)) as u32);
+                st.edge = Some(seg.ack + w.min(u32::MAX / 2));
                 st.window = w;
                 st.max_window = st.max_window.max(w);
             }
@@ -83,9 +89,10 @@ impl Detector for RwndLimited {
         if let Some(full) = st.full.take() {
             let wait = ev.at.ts_ns - full.ts_ns;
             if wait > (rtt / 4).max(MS) {
-                st.waits += 1;
-                st.total_ns += wait;
-                st.first.get_or_insert((full, ev.at));
+                let f = st.found.get();
+                f.waits += 1;
+                f.total_ns += wait;
+                f.first.get_or_insert((full, ev.at));
             }
         }
         let end = seg.seq + seg.payload_len;
@@ -101,20 +108,23 @@ impl Detector for RwndLimited {
             let Some(st) = cs.rwnd_limited.take(&mut cs.used, side) else {
                 continue;
             };
-            let Some((full, next)) = st.first else {
+            let Some(found) = st.found.into_inner() else {
                 continue;
             };
-            if st.waits < MIN_WAITS {
+            let Some((full, next)) = found.first else {
+                continue;
+            };
+            if found.waits < MIN_WAITS {
                 continue;
             }
             let rtt = rtt_ns(c).unwrap_or(0);
             let mut f = Finding::new(INFO.id, c);
             f.start_ns = full.ts_ns;
             f.end_ns = c.last.ts_ns;
-            f.cost_ns = st.total_ns;
+            f.cost_ns = found.total_ns;
             f.frames = vec![full.frame(), next.frame()];
             let rate = if rtt > 0 {
-                st.max_window as f64 * 8.0 / (rtt as f64 / 1e9) / 1e6
+                f64::from(st.max_window) * 8.0 / (rtt as f64 / 1e9) / 1e6
             } else {
                 0.0
             };
@@ -122,15 +132,15 @@ impl Detector for RwndLimited {
                 "{} filled the peer's receive window ({} bytes at most) {} times and waited {} in all for it to move; at a {} round trip that window caps the rate near {:.0} Mbit/s.",
                 side_name(c, side),
                 st.max_window,
-                st.waits,
-                ms(st.total_ns),
+                found.waits,
+                ms(found.total_ns),
                 ms(rtt),
                 rate
             );
             f.fix = "let the receiver's buffer grow (net.ipv4.tcp_rmem maximum, no fixed SO_RCVBUF in the receiving application, window scaling on) to at least the bandwidth-delay product".into();
             f.details = json!({
                 "sender": side.name(),
-                "waits": st.waits,
+                "waits": found.waits,
                 "max_window_bytes": st.max_window,
                 "last_window_bytes": st.window,
                 "rtt_ms": ms_f(rtt),

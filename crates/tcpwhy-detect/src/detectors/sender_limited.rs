@@ -67,7 +67,7 @@ impl Detector for SenderLimited {
         {
             return;
         }
-        let st = cs.sender_limited.get(&mut cs.used, s.sender);
+        let st = cs.sender_limited.get(&mut cs.used, s.sender).get();
         st.count += 1;
         st.total_ns += s.cost_ns;
         if st.pauses.len() < KEEP {
@@ -77,7 +77,11 @@ impl Detector for SenderLimited {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Server, Side::Client] {
-            let Some(st) = cs.sender_limited.take(&mut cs.used, side) else {
+            let Some(st) = cs
+                .sender_limited
+                .take(&mut cs.used, side)
+                .and_then(|st| st.into_inner())
+            else {
                 continue;
             };
             let (Some(first), Some(last)) = (st.pauses.first(), st.pauses.last()) else {

@@ -18,7 +18,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, side_name, ConnState, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -39,10 +39,16 @@ pub(crate) struct State {
     request_last: Option<At>,
     /// The server's pure ACK of it, if one came before the response.
     acked: Option<At>,
+    exchanges: u32,
+    /// The slow answers: most connections have none.
+    found: Rare<Found>,
+}
+
+#[derive(Default, Debug)]
+struct Found {
     slow: Vec<(At, Option<At>, At, i64)>,
     count: u32,
     total_ns: i64,
-    exchanges: u32,
 }
 
 #[derive(Default)]
@@ -91,10 +97,12 @@ impl Detector for ServerDelay {
                 let rtt = rtt_ns(c).unwrap_or(0);
                 let server_time = ev.at.ts_ns - req.ts_ns - far;
                 if server_time >= MIN_DELAY && server_time >= 4 * rtt {
-                    st.count += 1;
-                    st.total_ns += server_time;
-                    if st.slow.len() < KEEP {
-                        st.slow.push((req, st.acked, ev.at, server_time));
+                    let acked = st.acked;
+                    let f = st.found.get();
+                    f.count += 1;
+                    f.total_ns += server_time;
+                    if f.slow.len() < KEEP {
+                        f.slow.push((req, acked, ev.at, server_time));
                     }
                 }
                 st.acked = None;
@@ -105,6 +113,10 @@ impl Detector for ServerDelay {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         let Some(st) = cs.server_delay.take(&mut cs.used) else {
+            return;
+        };
+        let exchanges = st.exchanges;
+        let Some(st) = st.found.into_inner() else {
             return;
         };
         let Some(&(req, ack, resp, _)) = st.slow.first() else {
@@ -127,7 +139,7 @@ impl Detector for ServerDelay {
             side_name(c, Side::Server),
             ms(times[(times.len() - 1) / 2]),
             st.count,
-            st.exchanges,
+            exchanges,
             rtt_ns(c).map_or("unknown".into(), ms),
             if prompt_acks > 0 { "; its TCP stack acknowledged the requests at once, the application answered late" } else { "" },
             ms(st.total_ns)
@@ -135,7 +147,7 @@ impl Detector for ServerDelay {
         f.fix = "the time is spent in the server application (or what it waits for: a database, a lock, a full accept queue, a slow disk): profile it; the network is not the cause".into();
         f.details = json!({
             "slow_exchanges": st.count,
-            "exchanges": st.exchanges,
+            "exchanges": exchanges,
             "server_time_ms": times.iter().map(|t| ms_f(*t)).collect::<Vec<_>>(),
             "acked_before_answer": prompt_acks,
         });

@@ -19,7 +19,7 @@
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, side_name, ConnState, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -42,37 +42,43 @@ const MAX_FLIGHTS: usize = 64;
 /// a response, are one or two flights: no allocation), the rest on the heap.
 #[derive(Default, Debug, Clone)]
 struct Flights {
-    n: usize,
+    n: u32,
     inline: [(u32, u64); 2],
-    more: Vec<(u32, u64)>,
+    more: Rare<Vec<(u32, u64)>>,
 }
 
 impl Flights {
     fn len(&self) -> usize {
-        self.n
+        self.n as usize
     }
     fn push(&mut self, segments: u32, bytes: u64) {
-        match self.inline.get_mut(self.n) {
+        let n = self.len();
+        match self.inline.get_mut(n) {
             Some(slot) => *slot = (segments, bytes),
-            None => self.more.push((segments, bytes)),
+            None => self.more.get().push((segments, bytes)),
         }
         self.n += 1;
     }
     fn get(&self, i: usize) -> (u32, u64) {
         match i {
             0 | 1 => self.inline[i],
-            _ => self.more.get(i - 2).copied().unwrap_or_default(),
+            _ => self
+                .more
+                .peek()
+                .and_then(|m| m.get(i - 2))
+                .copied()
+                .unwrap_or_default(),
         }
     }
     fn last_mut(&mut self) -> Option<&mut (u32, u64)> {
         match self.n {
             0 => None,
-            1 | 2 => self.inline.get_mut(self.n - 1),
-            _ => self.more.last_mut(),
+            1 | 2 => self.inline.get_mut(self.n as usize - 1),
+            _ => self.more.peek_mut().and_then(|m| m.last_mut()),
         }
     }
     fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        (0..self.n).map(|i| self.get(i))
+        (0..self.len()).map(|i| self.get(i))
     }
     /// Segments per flight.
     fn segments(&self) -> Vec<u32> {
@@ -87,7 +93,6 @@ struct Burst {
     first: Option<At>,
     first_flight_last: Option<At>,
     before_gap: Option<At>,
-    idle_ns: i64,
     /// The sender retransmitted since the previous burst began: a small window now is loss
     /// recovery (cwnd cut by a timeout), not a restart after idle.
     after_loss: bool,
@@ -102,10 +107,26 @@ pub(crate) struct State {
     largest_flight_bytes: u64,
     burst: Burst,
     loss_seen: bool,
+    /// The restarts: most directions have none.
+    found: Rare<Found>,
+}
+
+#[derive(Default, Debug)]
+struct Found {
     /// Restarts found: (burst, round trips needed with the earlier window).
     restarts: Vec<(Burst, u32)>,
     count: u32,
     total_extra_rounds: u32,
+}
+
+impl Burst {
+    /// The silence before the burst (none before the first).
+    fn idle_ns(&self) -> i64 {
+        match (self.before_gap, self.first) {
+            (Some(b), Some(f)) => f.ts_ns - b.ts_ns,
+            _ => 0,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -129,10 +150,11 @@ impl State {
             let needed = b.bytes.div_ceil(self.largest_flight_bytes).max(1) as u32;
             let actual = b.flights.len() as u32;
             if actual > needed {
-                self.count += 1;
-                self.total_extra_rounds += actual - needed;
-                if self.restarts.len() < KEEP {
-                    self.restarts.push((b.clone(), needed));
+                let f = self.found.get();
+                f.count += 1;
+                f.total_extra_rounds += actual - needed;
+                if f.restarts.len() < KEEP {
+                    f.restarts.push((b.clone(), needed));
                 }
             }
         }
@@ -179,7 +201,6 @@ impl Detector for SlowStartRestart {
             st.end_burst();
             st.burst.after_loss = std::mem::take(&mut st.loss_seen);
             st.burst.before_gap = st.last_data.filter(|_| gap != i64::MAX);
-            st.burst.idle_ns = if gap == i64::MAX { 0 } else { gap };
             st.burst.first = Some(ev.at);
             st.burst.first_flight_last = Some(ev.at);
             st.burst.flights.push(1, len);
@@ -204,6 +225,10 @@ impl Detector for SlowStartRestart {
                 continue;
             };
             st.end_burst();
+            let largest_flight = st.largest_flight;
+            let Some(st) = st.found.into_inner() else {
+                continue;
+            };
             let Some((b, needed)) = st.restarts.first().cloned() else {
                 continue;
             };
@@ -224,10 +249,10 @@ impl Detector for SlowStartRestart {
             f.frames.dedup();
             f.explanation = format!(
                 "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
-                ms(b.idle_ns),
+                ms(b.idle_ns()),
                 side_name(c, side),
                 b.flights.get(0).0,
-                st.largest_flight,
+                largest_flight,
                 b.flights.len(),
                 needed,
                 b.flights.segments(),
@@ -241,17 +266,17 @@ impl Detector for SlowStartRestart {
                 "sender": side.name(),
                 "bursts": st.count,
                 "first_flight_segments": b.flights.get(0).0,
-                "largest_earlier_flight_segments": st.largest_flight,
+                "largest_earlier_flight_segments": largest_flight,
                 "flights": b.flights.segments(),
                 "round_trips": b.flights.len(),
                 "round_trips_with_earlier_window": needed,
                 "extra_round_trips_total": st.total_extra_rounds,
-                "idle_ms": ms_f(b.idle_ns),
+                "idle_ms": ms_f(b.idle_ns()),
                 "rtt_ms": ms_f(rtt),
                 "restarts": st.restarts.iter().map(|(r, need)| json!({
                     "start_ns": r.first.map(|a| a.ts_ns),
                     "frame": r.first.map(|a| a.frame()),
-                    "idle_ms": ms_f(r.idle_ns),
+                    "idle_ms": ms_f(r.idle_ns()),
                     "flights": r.flights.segments(),
                     "round_trips_with_earlier_window": need,
                 })).collect::<Vec<_>>(),

@@ -366,7 +366,7 @@ impl Sink for Recorder<'_> {
             win: c
                 .endpoint(ev.from)
                 .window_scaled
-                .unwrap_or(u64::from(seg.window)),
+                .map_or(u64::from(seg.window), u64::from),
             flags: seg.flags.0,
             retx: ev.retransmission,
         });
