@@ -168,6 +168,10 @@ impl Sender {
         if ev.new_data && !ev.retransmission {
             if self.sent.len() == RING {
                 self.sent.pop_front();
+            } else if self.sent.capacity() == 0 {
+                // Room for one: most senders (a request, a small response) have one segment
+                // unacknowledged at a time, and a first push would allocate room for four.
+                self.sent.reserve_exact(1);
             }
             self.sent.push_back((start, end, ev.at));
             return None;

@@ -17,7 +17,7 @@
 //! **References.** tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
-use super::ConnState;
+use super::{ConnState, Rare};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -34,15 +34,11 @@ const MAX_SYNS: usize = 16;
 
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    syns: Vec<At>,
+    /// The first SYN, and the ones after it: most connections send one (a Vec of them was a
+    /// 64-byte allocation per connection).
+    first: Option<At>,
+    more: Rare<Vec<At>>,
     answered_otherwise: bool,
-}
-
-impl super::Recycle for State {
-    fn recycle(&mut self) {
-        super::recycle_vec(&mut self.syns, MAX_SYNS);
-        self.answered_otherwise = false;
-    }
 }
 
 #[derive(Default)]
@@ -82,7 +78,15 @@ impl Detector for SynUnanswered {
         let f = ev.seg.flags;
         let st = cs.syn_unanswered.get(&mut cs.used);
         match ev.from {
-            Side::Client if f.syn() && !f.ack() && st.syns.len() < MAX_SYNS => st.syns.push(ev.at),
+            Side::Client if f.syn() && !f.ack() => match st.first {
+                None => st.first = Some(ev.at),
+                Some(_) => {
+                    let more = st.more.get();
+                    if more.len() + 1 < MAX_SYNS {
+                        more.push(ev.at);
+                    }
+                }
+            },
             // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.
             Side::Server if !f.syn() => st.answered_otherwise = true,
             _ => {}
@@ -90,17 +94,19 @@ impl Detector for SynUnanswered {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_unanswered.finish(&mut cs.used) else {
+        let Some(st) = cs.syn_unanswered.take(&mut cs.used) else {
             return;
         };
-        if st.syns.len() < 2 || st.answered_otherwise {
+        let (Some(first), Some(more)) = (st.first, st.more.into_inner()) else {
+            return; // one SYN at most
+        };
+        if more.is_empty() || st.answered_otherwise {
             return;
         }
-        let first = st.syns[0];
+        let syns: Vec<At> = std::iter::once(first).chain(more.iter().copied()).collect();
         let answer = c.handshake.syn_ack;
-        let end = answer.unwrap_or(*st.syns.last().unwrap_or(&first));
-        let gaps: Vec<f64> = st
-            .syns
+        let end = answer.unwrap_or(*syns.last().unwrap_or(&first));
+        let gaps: Vec<f64> = syns
             .windows(2)
             .map(|w| ms_f(w[1].ts_ns - w[0].ts_ns))
             .collect();
@@ -108,8 +114,7 @@ impl Detector for SynUnanswered {
         f.start_ns = first.ts_ns;
         f.end_ns = end.ts_ns;
         f.cost_ns = end.ts_ns - first.ts_ns;
-        f.frames = st
-            .syns
+        f.frames = syns
             .iter()
             .map(|a| a.frame())
             .chain(answer.map(|a| a.frame()))
@@ -117,9 +122,9 @@ impl Detector for SynUnanswered {
         let stack = fingerprint(&gaps);
         f.explanation = format!(
             "{} SYNs from port {} went unanswered ({} retries, gaps {} ms: {stack}); {}.",
-            st.syns.len() - usize::from(answer.is_some()),
+            syns.len() - usize::from(answer.is_some()),
             c.client.port,
-            st.syns.len() - 1,
+            syns.len() - 1,
             gaps.iter()
                 .map(|g| format!("{g:.0}"))
                 .collect::<Vec<_>>()
@@ -134,7 +139,7 @@ impl Detector for SynUnanswered {
         );
         f.fix = "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into();
         f.details = json!({
-            "syns": st.syns.len(),
+            "syns": syns.len(),
             "gaps_ms": gaps,
             "client_stack": stack,
             "answered": answer.is_some(),
