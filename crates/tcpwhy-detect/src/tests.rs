@@ -532,5 +532,7 @@ fn per_connection_state_size() {
     let size = std::mem::size_of::<crate::ConnState>();
     eprintln!("size_of::<ConnState>() = {size}");
     crate::detectors::print_sizes();
-    assert!(size <= 4096, "{size}");
+    // 1272 bytes since what detectors found is boxed (Rare) and time-only fields are Ts (1888
+    // before): a state grown inline shows here.
+    assert!(size <= 1300, "{size}");
 }
