@@ -292,7 +292,7 @@ fn claim(used: &mut u32, mask: u32) -> bool {
 
 /// A state, or the part of one, that few connections need (what a detector found: counts,
 /// totals, the first occurrences; a zero window): boxed, allocated when first written. Inline in
-/// every open connection's `ConnState` these parts were about 40% of it.
+/// every open connection's `ConnState` these parts were about a quarter of it.
 #[derive(Debug, Clone)]
 pub(crate) struct Rare<T>(Option<Box<T>>);
 
