@@ -107,13 +107,12 @@ impl Exchanges {
         let st = cs.exchange.get(&mut cs.used);
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
-            match (seg.window, st.zero_since.get()) {
-                (0, None) => st.zero_since = ev.at.into(),
-                (w, Some(z)) if w > 0 => {
+            if seg.window > 0 {
+                if let Some(z) = st.zero_since.take() {
                     st.window_ns += ev.at.ts_ns - z;
-                    st.zero_since = Ts::NONE;
                 }
-                _ => {}
+            } else if st.zero_since.is_none() {
+                st.zero_since = ev.at.into();
             }
         }
         if seg.flags.ack() {

@@ -72,7 +72,7 @@ pub struct Stall {
     /// Bytes sent but not acknowledged when the gap began.
     pub in_flight: u64,
     /// The receiver's last advertised window (scaled) when the gap began.
-    pub window: Option<u64>,
+    pub window: Option<u32>,
     /// The sender's new bytes in this run before the gap.
     pub run_bytes: u64,
     /// The run answers the peer's data (a response), rather than a stream of its own.
@@ -247,7 +247,7 @@ impl Dir {
             cost_ns: (gap - rtt).max(0),
             class,
             in_flight,
-            window: self.window.map(u64::from),
+            window: self.window,
             run_bytes: self.run_bytes,
             responding: self.responding,
             last_retransmission_ns: self.last_retx.get(),

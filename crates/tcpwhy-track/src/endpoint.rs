@@ -50,11 +50,6 @@ impl Ts {
     }
 
     #[inline]
-    pub fn is_some(self) -> bool {
-        self.0 != i64::MIN
-    }
-
-    #[inline]
     pub fn is_none(self) -> bool {
         self.0 == i64::MIN
     }
@@ -94,7 +89,7 @@ pub struct RttStats {
     pub min_ns: i64,
     pub max_ns: i64,
     /// Allocated at the second sample: one sample is `min_ns` itself, and most sides of short
-    /// connections have one (inline, the reservoir was 64 of a connection's 944 bytes per side).
+    /// connections have one (inline, the reservoir took 64 bytes per side of every connection).
     reservoir_us: Option<Box<[u32; RttStats::RESERVOIR]>>,
 }
 
@@ -148,7 +143,7 @@ impl RttStats {
     }
 }
 
-fn splitmix(mut x: u64) -> u64 {
+pub(crate) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

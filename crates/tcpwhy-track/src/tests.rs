@@ -901,22 +901,19 @@ fn connections_due_at_once_finish_in_id_order_whatever_order_their_frames_came_i
     t.segment(&syn(40004), at, 54, &mut |c: &Connection| done.push(c.id));
     assert_eq!(done, vec![4, 7, 9]);
 }
+
 #[test]
 fn reservoir_allocated_late_gives_what_an_inline_one_gave() {
     // The reservoir is allocated at the second sample (the first is min_ns). Model: the
-    // inline reservoir it replaced (Algorithm R with the same deterministic hash); both must
-    // agree on count, min, max and median after every sample, for sequences of every length.
+    // inline reservoir it replaced (Algorithm R with the same deterministic hash, which also
+    // makes the samples); both must agree on count, min, max and median after every sample,
+    // for sequences of every length.
+    use crate::endpoint::splitmix as mix;
     struct Inline {
         count: u32,
         min: i64,
         max: i64,
         r: [u32; RttStats::RESERVOIR],
-    }
-    fn mix(mut x: u64) -> u64 {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
     }
     impl Inline {
         fn add(&mut self, ns: i64) {
