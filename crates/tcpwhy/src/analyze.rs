@@ -172,7 +172,13 @@ fn sharded(
     progress: &mut Progress,
 ) -> io::Result<Run> {
     let mut front = Frontend::new();
-    let mut engine = Engine::start(workers, cfg, &args.disable, printer.json_lines())?;
+    let mut engine = Engine::start(
+        workers,
+        cfg,
+        &args.disable,
+        printer.json_lines(),
+        printer.briefs(),
+    )?;
     let mut sinks = Sinks::new(printer);
     let mut fatal = None;
     let mut n = 0u64;

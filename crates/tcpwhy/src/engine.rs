@@ -24,7 +24,7 @@ use std::io;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 use tcpwhy_detect::{Detectors, Exchange, Finding, Output, Stall};
-use tcpwhy_track::{flow_hash, shard_of, At, Config, Connection, Moment, Tracker, TrackerStats};
+use tcpwhy_track::{flow_hash, shard_of, At, Brief, Config, Connection, Moment, Tracker, TrackerStats};
 use tcpwhy_wire::TcpSegment;
 
 /// Packets per round: small enough that a round's records are few, large enough that the
@@ -66,6 +66,8 @@ enum Kind {
     Exchange,
     Stall,
     Connection,
+    /// A finished connection in brief (`Printer::briefs`).
+    Brief,
     /// A record written as a JSON line (`Batch::lines`).
     Line,
 }
@@ -98,6 +100,7 @@ struct Batch {
     exchanges: Vec<Exchange>,
     stalls: Vec<Stall>,
     connections: Vec<Connection>,
+    briefs: Vec<Brief>,
     /// JSON lines (without newlines) one after the other, and where each ends and what it is.
     text: Vec<u8>,
     lines: Vec<(usize, LineOf)>,
@@ -110,6 +113,7 @@ impl Batch {
         self.exchanges.clear();
         self.stalls.clear();
         self.connections.clear();
+        self.briefs.clear();
         // A round's JSON lines are usually a few MB; a round of a flood (a record for each
         // of 32 Ki packets) can be 30 MB, which three batches per worker would keep for good.
         if self.text.capacity() > TEXT_KEEP {
@@ -145,6 +149,8 @@ struct Collect<'a> {
     out: &'a RefCell<Batch>,
     /// Write records as JSON lines (for the JSON printer).
     json: Option<JsonLines>,
+    /// Connections in brief (`Printer::briefs`).
+    briefs: bool,
 }
 
 /// Where a batch keeps the payloads of one kind.
@@ -230,6 +236,8 @@ impl Output for Collect<'_> {
         if self.json.is_some() {
             let v = json::vantage_index(c.vantage()) as u8;
             self.line(LineOf::Connection(v), |b| json::write_connection(b, c));
+        } else if self.briefs {
+            self.record(Kind::Brief, Some((c.brief(), |b| &mut b.briefs)));
         } else {
             self.record(Kind::Connection, Some((c.clone(), |b| &mut b.connections)));
         }
@@ -239,7 +247,7 @@ impl Output for Collect<'_> {
 fn worker(
     cfg: Config,
     disabled: Vec<String>,
-    json: Option<JsonLines>,
+    (json, briefs): (Option<JsonLines>, bool),
     rx: Receiver<Msg>,
     tx: Sender<Done>,
 ) -> TrackerStats {
@@ -249,6 +257,7 @@ fn worker(
         seq: 0,
         out: &out,
         json,
+        briefs,
     };
     let mut tracker = Tracker::new(cfg);
     let mut det = Detectors::new(&disabled, &mut collect);
@@ -342,6 +351,12 @@ impl<'a> Sinks<'a> {
                     self.printer.connection(c);
                 }
             }
+            Kind::Brief => {
+                if let Some(c) = b.briefs.get(i) {
+                    self.open = self.open.saturating_sub(1);
+                    self.printer.brief(c);
+                }
+            }
             Kind::Line => {
                 if let Some((bytes, what)) = b.line(i) {
                     match what {
@@ -376,12 +391,14 @@ pub struct Engine {
 
 impl Engine {
     /// `workers` threads (at least 1), each with its share of `--max-connections`; `json`:
-    /// the workers write the records as JSON lines (`Printer::json_lines`).
+    /// the workers write the records as JSON lines (`Printer::json_lines`); `briefs`: they
+    /// send connections in brief (`Printer::briefs`).
     pub fn start(
         workers: usize,
         cfg: &Config,
         disabled: &[String],
         json: Option<JsonLines>,
+        briefs: bool,
     ) -> io::Result<Engine> {
         let shards = workers.max(1);
         let mut cfg = cfg.clone();
@@ -395,7 +412,7 @@ impl Engine {
             let (cfg, disabled) = (cfg.clone(), disabled.to_vec());
             let h = std::thread::Builder::new()
                 .name(format!("tcpwhy-worker-{i}"))
-                .spawn(move || worker(cfg, disabled, json, in_rx, out_tx))?;
+                .spawn(move || worker(cfg, disabled, (json, briefs), in_rx, out_tx))?;
             to.push(in_tx);
             from.push(out_rx);
             handles.push(h);

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use tcpwhy_capture::Capture;
 use tcpwhy_detect::{Exchange, Finding, Stall, StallClass};
-use tcpwhy_track::{Analyzer, Config, Connection, SegmentEvent, Sink};
+use tcpwhy_track::{Analyzer, Brief, Config, Connection, SegmentEvent, Sink};
 
 /// Findings listed in the report (the rest are counted in the causes chart only).
 const MAX_FINDINGS: usize = 5_000;
@@ -191,28 +191,36 @@ impl Printer for HtmlPrinter {
     }
 
     fn connection(&mut self, c: &Connection) {
-        self.cause_connections.connection(c.id);
-        let (findings, lost_ns) = self.per_conn.remove(&c.id).unwrap_or_default();
-        let d = c.duration_ns();
+        self.brief(&c.brief());
+    }
+
+    fn briefs(&self) -> bool {
+        true
+    }
+
+    fn brief(&mut self, b: &Brief) {
+        self.cause_connections.connection(b.id);
+        let (findings, lost_ns) = self.per_conn.remove(&b.id).unwrap_or_default();
+        let d = b.duration_ns;
         if self.rows.len() >= MAX_ROWS {
             match self.rows.peek() {
-                Some(Reverse(min)) if (d, Reverse(c.id)) <= (min.duration_ns, Reverse(min.id)) => {
+                Some(Reverse(min)) if (d, Reverse(b.id)) <= (min.duration_ns, Reverse(min.id)) => {
                     return
                 }
                 _ => {}
             }
         }
-        let close = c.close();
+        let close = b.close;
         self.rows.push(Reverse(Row {
             duration_ns: d,
-            id: c.id,
-            client: endpoint(c.client.addr, c.client.port),
-            server: endpoint(c.server.addr, c.server.port),
-            packets: c.packets(),
-            c2s: c.client.unique_bytes,
-            s2c: c.server.unique_bytes,
-            retrans: c.client.retrans_segments + c.server.retrans_segments,
-            hs_rtt_ns: c.handshake.rtt_ns(),
+            id: b.id,
+            client: endpoint(b.client.0, b.client.1),
+            server: endpoint(b.server.0, b.server.1),
+            packets: b.packets,
+            c2s: b.c2s,
+            s2c: b.s2c,
+            retrans: b.retrans,
+            hs_rtt_ns: b.hs_rtt_ns,
             close: match close.by() {
                 Some(by) => format!("{} by {}", close.kind(), by.name()),
                 None => close.kind().to_string(),

@@ -30,6 +30,13 @@ pub trait Printer {
     fn stall(&mut self, s: &tcpwhy_detect::Stall);
     /// A finished connection. Write errors are kept and returned by `check`.
     fn connection(&mut self, c: &Connection);
+    /// This printer reads no more of a connection than its `Brief`: the tracking workers may
+    /// send `brief` instead of `connection` (a seventh of the bytes, no heap).
+    fn briefs(&self) -> bool {
+        false
+    }
+    /// A finished connection, in brief (only if `briefs` said so).
+    fn brief(&mut self, _b: &tcpwhy_track::Brief) {}
     /// The first write error so far, if any.
     fn check(&mut self) -> io::Result<()>;
     /// The end of the run.

@@ -6,7 +6,7 @@ use crate::time::rfc3339;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Write};
-use tcpwhy_track::Connection;
+use tcpwhy_track::{Brief, Connection};
 
 /// What the report keeps of a connection it may list (bounded by `--top`).
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -644,21 +644,6 @@ impl Printer for TextPrinter {
     }
 
     fn connection(&mut self, c: &Connection) {
-        self.cause_connections.connection(c.id);
-        self.vantage[vantage_index(c.vantage())] += 1;
-        let close = c.close();
-        let ci = match close.kind() {
-            "fin" => 0,
-            "rst" => 1,
-            "half-closed" => 2,
-            _ => 3,
-        };
-        self.closes[ci] += 1;
-        let retrans = c.client.retrans_segments + c.server.retrans_segments;
-        self.retrans_segments += u64::from(retrans);
-        self.with_retrans += u64::from(retrans > 0);
-        self.inferred_roles += u64::from(c.role.inferred());
-        self.duplicates += u64::from(c.client.duplicates + c.server.duplicates);
         // (Nothing pending, the common case: no hashing per connection.)
         let pending = if self.details.pending.is_empty() {
             None
@@ -668,18 +653,42 @@ impl Printer for TextPrinter {
         if let Some(p) = pending {
             self.keep_details(c, p);
         }
-        self.reused_tuples += u64::from(c.prev.is_some());
+        self.brief(&c.brief());
+    }
+
+    fn briefs(&self) -> bool {
+        // Details (and the live lines) read whole connections.
+        matches!(self.details.sel, DetailSel::None) && !self.live
+    }
+
+    fn brief(&mut self, b: &Brief) {
+        self.cause_connections.connection(b.id);
+        self.vantage[vantage_index(b.vantage)] += 1;
+        let close = b.close;
+        let ci = match close.kind() {
+            "fin" => 0,
+            "rst" => 1,
+            "half-closed" => 2,
+            _ => 3,
+        };
+        self.closes[ci] += 1;
+        let retrans = b.retrans;
+        self.retrans_segments += u64::from(retrans);
+        self.with_retrans += u64::from(retrans > 0);
+        self.inferred_roles += u64::from(b.inferred_role);
+        self.duplicates += u64::from(b.duplicates);
+        self.reused_tuples += u64::from(b.reused);
         if self.live && self.err.is_none() {
             let r = writeln!(
                 self.out,
                 "#{} {} -> {}  {}  {} pkts  {} / {}  retr {}  {}",
-                c.id,
-                endpoint(c.client.addr, c.client.port),
-                endpoint(c.server.addr, c.server.port),
-                fmt_ms(c.duration_ns()),
-                c.packets(),
-                fmt_bytes(c.client.unique_bytes),
-                fmt_bytes(c.server.unique_bytes),
+                b.id,
+                endpoint(b.client.0, b.client.1),
+                endpoint(b.server.0, b.server.1),
+                fmt_ms(b.duration_ns),
+                b.packets,
+                fmt_bytes(b.c2s),
+                fmt_bytes(b.s2c),
                 retrans,
                 close.kind()
             )
@@ -691,10 +700,10 @@ impl Printer for TextPrinter {
         if self.top == 0 {
             return;
         }
-        let d = c.duration_ns();
+        let d = b.duration_ns;
         if self.slowest.len() >= self.top {
             match self.slowest.peek() {
-                Some(Reverse(min)) if (d, Reverse(c.id)) <= (min.duration_ns, Reverse(min.id)) => {
+                Some(Reverse(min)) if (d, Reverse(b.id)) <= (min.duration_ns, Reverse(min.id)) => {
                     return
                 }
                 _ => {}
@@ -706,14 +715,14 @@ impl Printer for TextPrinter {
         };
         self.slowest.push(Reverse(Row {
             duration_ns: d,
-            id: c.id,
-            client: endpoint(c.client.addr, c.client.port),
-            server: endpoint(c.server.addr, c.server.port),
-            packets: c.packets(),
-            c2s: c.client.unique_bytes,
-            s2c: c.server.unique_bytes,
+            id: b.id,
+            client: endpoint(b.client.0, b.client.1),
+            server: endpoint(b.server.0, b.server.1),
+            packets: b.packets,
+            c2s: b.c2s,
+            s2c: b.s2c,
             retrans,
-            hs_rtt_ns: c.handshake.rtt_ns(),
+            hs_rtt_ns: b.hs_rtt_ns,
             close: close_text,
         }));
         if self.slowest.len() > self.top {
