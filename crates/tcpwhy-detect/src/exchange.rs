@@ -93,6 +93,7 @@ fn held(prev: Ts, ack: Ts, now: At) -> i64 {
 pub struct Exchanges;
 
 impl Exchanges {
+    #[inline(always)]
     pub fn segment(
         &mut self,
         cs: &mut ConnState,

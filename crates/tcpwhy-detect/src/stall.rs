@@ -110,6 +110,7 @@ enum Resume {
 pub struct Stalls;
 
 impl Stalls {
+    #[inline(always)]
     pub fn segment(
         &mut self,
         cs: &mut ConnState,

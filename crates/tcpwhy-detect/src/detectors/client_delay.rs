@@ -43,6 +43,7 @@ impl Detector for ClientDelay {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -61,6 +61,7 @@ impl Detector for NagleDelayedAck {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -72,6 +72,7 @@ impl Detector for PathLatency {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -68,6 +68,7 @@ impl Detector for Retransmissions {
         }
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -59,6 +59,7 @@ impl Detector for ServerDelay {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -175,6 +175,7 @@ impl Detector for SlowStartRestart {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -40,6 +40,7 @@ impl Detector for SynRefused {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

@@ -48,6 +48,7 @@ impl Detector for SynStaleState {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

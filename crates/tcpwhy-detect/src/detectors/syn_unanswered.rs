@@ -65,6 +65,7 @@ impl Detector for SynUnanswered {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,

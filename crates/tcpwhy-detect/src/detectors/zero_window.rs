@@ -42,6 +42,7 @@ impl Detector for ZeroWindow {
         &INFO
     }
 
+    #[inline(always)]
     fn segment(
         &mut self,
         cs: &mut ConnState,
