@@ -3,7 +3,7 @@
 use crate::endpoint::At;
 use crate::table::{Config, Sink, Tracker};
 use std::collections::BTreeMap;
-use tcpwhy_wire::{decode, Decoded, LinkType, Malformed, Skip, TcpSegment};
+use tcpwhy_wire::{decode_into, LinkType, Malformed, Skip, TcpSegment};
 
 /// What the analyzer saw, for the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,15 +69,17 @@ impl Frontend {
         Frontend::default()
     }
 
-    /// Count one captured frame and decode it: the TCP segment and the frame's length on the
-    /// wire, if it is one.
+    /// Count one captured frame and decode it: if it is a TCP segment, the segment is written
+    /// into `seg` and the frame's length on the wire returned (otherwise `seg` holds nothing
+    /// usable).
     pub fn frame(
         &mut self,
         ts_ns: i64,
         link: LinkType,
         data: &[u8],
         orig_len: u32,
-    ) -> Option<(TcpSegment, u32)> {
+        seg: &mut TcpSegment,
+    ) -> Option<u32> {
         let st = &mut self.stats;
         st.packets += 1;
         let wire_len = orig_len.max(data.len() as u32);
@@ -88,15 +90,15 @@ impl Frontend {
         if st.last_ts.is_none_or(|t| ts_ns > t) {
             st.last_ts = Some(ts_ns);
         }
-        match decode(link, data, orig_len) {
-            Ok(Decoded::Tcp(seg)) => {
+        match decode_into(link, data, orig_len, seg) {
+            Ok(None) => {
                 st.tcp_packets += 1;
                 if seg.first_fragment {
                     st.first_fragments += 1;
                 }
-                return Some((seg, wire_len));
+                return Some(wire_len);
             }
-            Ok(Decoded::Skipped(skip)) => {
+            Ok(Some(skip)) => {
                 self.skip_counts[skip_index(skip)] += 1;
                 if let Skip::LinkType(t) = skip {
                     *st.skipped_link_types.entry(t).or_insert(0) += 1;
@@ -132,6 +134,8 @@ impl Frontend {
 pub struct Analyzer {
     front: Frontend,
     tracker: Tracker,
+    /// Where each frame is decoded.
+    seg: TcpSegment,
 }
 
 impl Analyzer {
@@ -139,6 +143,7 @@ impl Analyzer {
         Analyzer {
             front: Frontend::new(),
             tracker: Tracker::new(cfg),
+            seg: TcpSegment::EMPTY,
         }
     }
 
@@ -152,9 +157,9 @@ impl Analyzer {
         orig_len: u32,
         sink: &mut dyn Sink,
     ) {
-        if let Some((seg, wire_len)) = self.front.frame(ts_ns, link, data, orig_len) {
+        if let Some(wire_len) = self.front.frame(ts_ns, link, data, orig_len, &mut self.seg) {
             self.tracker
-                .segment(&seg, At::new(frame, ts_ns), wire_len, sink);
+                .segment(&self.seg, At::new(frame, ts_ns), wire_len, sink);
         }
     }
 

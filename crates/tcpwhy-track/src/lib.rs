@@ -29,7 +29,9 @@ mod endpoint;
 mod table;
 
 pub use analyzer::{Analyzer, Frontend, Stats};
-pub use conn::{Brief, Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage};
+pub use conn::{
+    Brief, Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage,
+};
 pub use endpoint::{At, Endpoint, RttStats, Ts};
 pub use table::{flow_hash, shard_of, Config, Moment, SegmentEvent, Sink, Tracker, TrackerStats};
 

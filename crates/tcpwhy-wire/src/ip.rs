@@ -1,7 +1,7 @@
 //! IPv4 (RFC 791) and IPv6 (RFC 8200) down to the TCP header.
 
 use crate::link::IpHint;
-use crate::{tcp, Decoded, Malformed, Skip, TcpSegment};
+use crate::{tcp, Malformed, Skip, TcpSegment};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const IPPROTO_TCP: u8 = 6;
@@ -46,16 +46,26 @@ fn be16(b: &[u8], at: std::ops::Range<usize>) -> u16 {
 
 /// `data` starts at the IP header; `wire_len` is how many bytes the IP packet occupied on the
 /// wire (frame length less the link header), which may exceed `data.len()` under a snaplen.
-pub(crate) fn decode(hint: IpHint, data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
+/// A TCP segment is written into `seg` (`Ok(None)`); otherwise `seg` must not be used.
+pub(crate) fn decode_into(
+    hint: IpHint,
+    data: &[u8],
+    wire_len: usize,
+    seg: &mut TcpSegment,
+) -> Result<Option<Skip>, Malformed> {
     let version = data.first().ok_or(Malformed::IpTruncated)? >> 4;
     match (hint, version) {
-        (IpHint::V4 | IpHint::Either, 4) => decode_v4(data, wire_len),
-        (IpHint::V6 | IpHint::Either, 6) => decode_v6(data, wire_len),
+        (IpHint::V4 | IpHint::Either, 4) => decode_v4(data, wire_len, seg),
+        (IpHint::V6 | IpHint::Either, 6) => decode_v6(data, wire_len, seg),
         _ => Err(Malformed::IpVersion),
     }
 }
 
-fn decode_v4(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
+fn decode_v4(
+    data: &[u8],
+    wire_len: usize,
+    seg: &mut TcpSegment,
+) -> Result<Option<Skip>, Malformed> {
     if data.len() < v4::HEADER_MIN {
         return Err(Malformed::IpTruncated);
     }
@@ -76,23 +86,19 @@ fn decode_v4(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
     }
     let flags_frag = be16(data, v4::FLAGS_FRAG);
     if flags_frag & v4::FRAG_OFFSET != 0 {
-        return Ok(Decoded::Skipped(Skip::Fragment));
+        return Ok(Some(Skip::Fragment));
     }
     if data[v4::PROTOCOL] != IPPROTO_TCP {
-        return Ok(Decoded::Skipped(Skip::NotTcp));
+        return Ok(Some(Skip::NotTcp));
     }
     let tcp_bytes = data.get(ihl..).ok_or(Malformed::IpTruncated)?;
     let (s, d) = (&data[v4::SRC], &data[v4::DST]);
-    let src = Ipv4Addr::new(s[0], s[1], s[2], s[3]);
-    let dst = Ipv4Addr::new(d[0], d[1], d[2], d[3]);
-    let hdr = tcp::decode(tcp_bytes, total - ihl)?;
-    Ok(Decoded::Tcp(TcpSegment {
-        src: IpAddr::V4(src),
-        dst: IpAddr::V4(dst),
-        ip_id: be16(data, v4::IDENT),
-        first_fragment: flags_frag & v4::MF != 0,
-        ..hdr
-    }))
+    tcp::decode_into(tcp_bytes, total - ihl, seg)?;
+    seg.src = IpAddr::V4(Ipv4Addr::new(s[0], s[1], s[2], s[3]));
+    seg.dst = IpAddr::V4(Ipv4Addr::new(d[0], d[1], d[2], d[3]));
+    seg.ip_id = be16(data, v4::IDENT);
+    seg.first_fragment = flags_frag & v4::MF != 0;
+    Ok(None)
 }
 
 fn addr16(b: &[u8]) -> Ipv6Addr {
@@ -101,7 +107,11 @@ fn addr16(b: &[u8]) -> Ipv6Addr {
     Ipv6Addr::from(a)
 }
 
-fn decode_v6(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
+fn decode_v6(
+    data: &[u8],
+    wire_len: usize,
+    seg: &mut TcpSegment,
+) -> Result<Option<Skip>, Malformed> {
     if data.len() < v6::HEADER {
         return Err(Malformed::IpTruncated);
     }
@@ -121,14 +131,12 @@ fn decode_v6(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
         let ext_len = match next {
             IPPROTO_TCP => {
                 let tcp_bytes = data.get(off..).ok_or(Malformed::IpTruncated)?;
-                let hdr = tcp::decode(tcp_bytes, end - off)?;
-                return Ok(Decoded::Tcp(TcpSegment {
-                    src: IpAddr::V6(addr16(&data[v6::SRC])),
-                    dst: IpAddr::V6(addr16(&data[v6::DST])),
-                    ip_id: 0,
-                    first_fragment,
-                    ..hdr
-                }));
+                tcp::decode_into(tcp_bytes, end - off, seg)?;
+                seg.src = IpAddr::V6(addr16(&data[v6::SRC]));
+                seg.dst = IpAddr::V6(addr16(&data[v6::DST]));
+                seg.ip_id = 0;
+                seg.first_fragment = first_fragment;
+                return Ok(None);
             }
             v6::HOP_BY_HOP | v6::ROUTING | v6::DEST_OPTS | v6::MOBILITY | v6::HIP | v6::SHIM6 => {
                 let b = data.get(off..off + 2).ok_or(Malformed::IpTruncated)?;
@@ -138,7 +146,7 @@ fn decode_v6(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
                 let b = data.get(off..off + 8).ok_or(Malformed::IpTruncated)?;
                 let frag = be16(b, 2..4);
                 if frag >> 3 != 0 {
-                    return Ok(Decoded::Skipped(Skip::Fragment));
+                    return Ok(Some(Skip::Fragment));
                 }
                 first_fragment = frag & 1 != 0;
                 8
@@ -147,8 +155,8 @@ fn decode_v6(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
                 let b = data.get(off..off + 2).ok_or(Malformed::IpTruncated)?;
                 (usize::from(b[1]) + 2) * 4
             }
-            v6::ESP | v6::NO_NEXT => return Ok(Decoded::Skipped(Skip::Ipv6Opaque)),
-            _ => return Ok(Decoded::Skipped(Skip::NotTcp)),
+            v6::ESP | v6::NO_NEXT => return Ok(Some(Skip::Ipv6Opaque)),
+            _ => return Ok(Some(Skip::NotTcp)),
         };
         if off + ext_len > end {
             return Err(Malformed::Ipv6ExtensionHeader);
@@ -156,5 +164,5 @@ fn decode_v6(data: &[u8], wire_len: usize) -> Result<Decoded, Malformed> {
         next = data[off];
         off += ext_len;
     }
-    Ok(Decoded::Skipped(Skip::Ipv6Opaque))
+    Ok(Some(Skip::Ipv6Opaque))
 }

@@ -55,6 +55,31 @@ pub struct TcpSegment {
     pub first_fragment: bool,
 }
 
+impl TcpSegment {
+    /// A segment of zeros (from 0.0.0.0 port 0 to the same), to decode into.
+    pub const EMPTY: TcpSegment = TcpSegment {
+        src: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        dst: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        src_port: 0,
+        dst_port: 0,
+        seq: Seq(0),
+        ack: Seq(0),
+        flags: TcpFlags(0),
+        window: 0,
+        payload_len: 0,
+        options: TcpOptions {
+            mss: None,
+            window_scale: None,
+            sack_permitted: false,
+            timestamp: None,
+            sack: [(Seq(0), Seq(0)); MAX_SACK_BLOCKS],
+            sack_count: 0,
+        },
+        ip_id: 0,
+        first_fragment: false,
+    };
+}
+
 /// What a frame turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
@@ -136,13 +161,29 @@ impl Malformed {
 /// `data` is what was captured; `orig_len` is the frame's length on the wire (the record's
 /// original length). Never panics, whatever the bytes.
 pub fn decode(link: LinkType, data: &[u8], orig_len: u32) -> Result<Decoded, Malformed> {
+    let mut seg = TcpSegment::EMPTY;
+    Ok(match decode_into(link, data, orig_len, &mut seg)? {
+        None => Decoded::Tcp(seg),
+        Some(skip) => Decoded::Skipped(skip),
+    })
+}
+
+/// `decode`, with the TCP segment written into `seg` (`Ok(None)`), whose earlier content does
+/// not matter: no segment is copied up through the decoder's layers. On `Ok(Some(skip))` or an
+/// error, `seg` holds a mix of fields and must not be used.
+pub fn decode_into(
+    link: LinkType,
+    data: &[u8],
+    orig_len: u32,
+    seg: &mut TcpSegment,
+) -> Result<Option<Skip>, Malformed> {
     let (net, offset) = match link::strip(link, data)? {
         link::Network::Ip(version_hint, offset) => (version_hint, offset),
-        link::Network::Other(skip) => return Ok(Decoded::Skipped(skip)),
+        link::Network::Other(skip) => return Ok(Some(skip)),
     };
     // Bytes the IP packet occupied on the wire: the frame less its link header.
     let wire_len = (orig_len.max(data.len() as u32) as usize).saturating_sub(offset);
-    ip::decode(net, &data[offset..], wire_len)
+    ip::decode_into(net, &data[offset..], wire_len, seg)
 }
 
 #[cfg(test)]

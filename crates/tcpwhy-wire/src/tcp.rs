@@ -1,7 +1,6 @@
 //! The TCP header (RFC 9293 section 3.1) and its options.
 
 use crate::{Malformed, Seq, TcpSegment};
-use std::net::{IpAddr, Ipv4Addr};
 
 /// Bytes of the fixed header needed to know ports, numbers, flags and window.
 const NEEDED: usize = 16;
@@ -117,7 +116,15 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 /// `data` starts at the TCP header (possibly cut short by the snaplen); `ip_len` is the TCP
 /// header plus payload length according to the IP header. Addresses are filled by the caller.
-pub(crate) fn decode(data: &[u8], ip_len: usize) -> Result<TcpSegment, Malformed> {
+///
+/// Written into `seg` in place (the caller's segment, not a value copied up through the layers
+/// of the decoder: that copying was a sixth of the decoding); the addresses, `ip_id` and
+/// `first_fragment` are the caller's. On an error `seg` holds a mix and must not be used.
+pub(crate) fn decode_into(
+    data: &[u8],
+    ip_len: usize,
+    seg: &mut TcpSegment,
+) -> Result<(), Malformed> {
     if data.len() < NEEDED || ip_len < NEEDED {
         return Err(Malformed::TcpTruncated);
     }
@@ -125,29 +132,31 @@ pub(crate) fn decode(data: &[u8], ip_len: usize) -> Result<TcpSegment, Malformed
     if doff < HEADER_MIN || doff > ip_len {
         return Err(Malformed::TcpDataOffset);
     }
-    let options = match data.get(HEADER_MIN..doff.min(data.len())) {
-        Some(opts) => parse_options(opts),
-        None => TcpOptions::default(),
+    match data.get(HEADER_MIN..doff.min(data.len())) {
+        Some(opts) => parse_options_into(opts, &mut seg.options),
+        None => seg.options = TcpOptions::default(),
     };
-    Ok(TcpSegment {
-        src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        src_port: be16(data, field::SRC_PORT),
-        dst_port: be16(data, field::DST_PORT),
-        seq: Seq(be32(data, field::SEQ.start)),
-        ack: Seq(be32(data, field::ACK.start)),
-        flags: TcpFlags(data[field::FLAGS]),
-        window: be16(data, field::WINDOW),
-        payload_len: (ip_len - doff) as u32,
-        options,
-        ip_id: 0,
-        first_fragment: false,
-    })
+    seg.src_port = be16(data, field::SRC_PORT);
+    seg.dst_port = be16(data, field::DST_PORT);
+    seg.seq = Seq(be32(data, field::SEQ.start));
+    seg.ack = Seq(be32(data, field::ACK.start));
+    seg.flags = TcpFlags(data[field::FLAGS]);
+    seg.window = be16(data, field::WINDOW);
+    seg.payload_len = (ip_len - doff) as u32;
+    Ok(())
 }
 
 /// Lax option parser: stops at EOL, at a length that cannot be right, or at the captured end.
-pub(crate) fn parse_options(mut b: &[u8]) -> TcpOptions {
+#[cfg(test)]
+pub(crate) fn parse_options(b: &[u8]) -> TcpOptions {
     let mut o = TcpOptions::default();
+    parse_options_into(b, &mut o);
+    o
+}
+
+/// `parse_options`, into `o` (every field written).
+pub(crate) fn parse_options_into(mut b: &[u8], o: &mut TcpOptions) {
+    *o = TcpOptions::default();
     // What Linux puts on every segment after the handshake when timestamps are on: NOP, NOP,
     // timestamp (RFC 7323 appendix A's layout). Decoded without the loop.
     if let [kind::NOP, kind::NOP, kind::TIMESTAMP, 10, v0, v1, v2, v3, e0, e1, e2, e3] = *b {
@@ -155,7 +164,7 @@ pub(crate) fn parse_options(mut b: &[u8]) -> TcpOptions {
             u32::from_be_bytes([v0, v1, v2, v3]),
             u32::from_be_bytes([e0, e1, e2, e3]),
         ));
-        return o;
+        return;
     }
     while let Some(&k) = b.first() {
         match k {
@@ -187,5 +196,4 @@ pub(crate) fn parse_options(mut b: &[u8]) -> TcpOptions {
         }
         b = &b[len..];
     }
-    o
 }

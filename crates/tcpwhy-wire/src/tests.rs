@@ -319,3 +319,96 @@ fn the_usual_nop_nop_timestamp_layout_decodes_like_any_other() {
         "a timestamp option of the wrong length is ignored"
     );
 }
+
+/// The readers decode every frame into one reused segment (`decode_into`): each field must be
+/// written for each TCP frame, or a field of the frame before (a SACK block, an MSS, an IPv6
+/// address, a fragment flag) would carry over. Every ordered pair of these frames, decoded one
+/// after the other into one segment, gives what `decode` gives for the second alone; then
+/// random frames do, in a row.
+#[test]
+fn decoding_into_a_used_segment_leaves_nothing_of_it() {
+    let mut sack = vec![1, 1, 5, 26];
+    for v in [10u32, 20, 30, 40, 50, 60] {
+        sack.extend_from_slice(&v.to_be_bytes());
+    }
+    let syn = ether(
+        &[0x0800],
+        &ipv4(
+            &tcp_header(100, 0, TcpFlags::SYN, &SYN_OPTS),
+            0,
+            0x4000,
+            &[],
+        ),
+    );
+    let sacked = ipv4(&tcp_header(7, 9, TcpFlags::ACK, &sack), 0, 0x2000, &[]);
+    let plain = ipv4(
+        &tcp_header(1, 2, TcpFlags::ACK | TcpFlags::PSH, &[]),
+        100,
+        0,
+        &[],
+    );
+    let v6_first_fragment = ipv6(
+        44,
+        &[6, 0, 0, 1, 0, 0, 0, 1],
+        &tcp_header(5, 6, 0x11, &[]),
+        8,
+    );
+    // Options cut off by the snaplen: none are read.
+    let mut cut = syn.clone();
+    cut.truncate(14 + 20 + 22);
+    let frames: Vec<(LinkType, &[u8], u32)> = vec![
+        (LinkType::ETHERNET, &syn, syn.len() as u32),
+        (LinkType::RAW, &sacked, sacked.len() as u32),
+        (LinkType::RAW, &plain, plain.len() as u32),
+        (
+            LinkType::RAW,
+            &v6_first_fragment,
+            v6_first_fragment.len() as u32,
+        ),
+        (LinkType::ETHERNET, &cut, syn.len() as u32),
+    ];
+    for a in &frames {
+        for b in &frames {
+            let mut seg = TcpSegment::EMPTY;
+            assert_eq!(decode_into(a.0, a.1, a.2, &mut seg), Ok(None));
+            assert_eq!(decode_into(b.0, b.1, b.2, &mut seg), Ok(None));
+            assert_eq!(Ok(Decoded::Tcp(seg)), decode(b.0, b.1, b.2));
+        }
+    }
+    let mut x: u64 = 0x0123_4567_89AB_CDEF;
+    let mut buf = [0u8; 96];
+    let mut seg = TcpSegment::EMPTY;
+    let mut tcp = 0;
+    for i in 0..50_000 {
+        for b in buf.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        // Mostly well-formed IPv4/IPv6 TCP headers, so most frames decode.
+        if i % 3 == 0 {
+            buf[0] = 0x60;
+            buf[6] = 6; // next header: TCP
+        } else {
+            buf[0] = 0x45;
+            buf[2..4].copy_from_slice(&0u16.to_be_bytes()); // length from the frame
+            buf[6] = 0x40 | (buf[6] & 0x20); // DF, sometimes MF, offset 0
+            buf[7] = 0;
+            buf[9] = 6; // protocol: TCP
+        }
+        let len = 40 + (x as usize) % (buf.len() - 40);
+        let orig = len as u32 + (x >> 40) as u32 % 64;
+        let r = decode_into(LinkType::RAW, &buf[..len], orig, &mut seg);
+        match decode(LinkType::RAW, &buf[..len], orig) {
+            Ok(Decoded::Tcp(want)) => {
+                assert_eq!(r, Ok(None));
+                assert_eq!(seg, want, "frame {i}");
+                tcp += 1;
+            }
+            Ok(Decoded::Skipped(s)) => assert_eq!(r, Ok(Some(s))),
+            Err(e) => assert_eq!(r, Err(e)),
+        }
+    }
+    assert!(tcp > 10_000, "only {tcp} random frames were TCP");
+}

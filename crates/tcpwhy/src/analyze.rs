@@ -172,6 +172,7 @@ fn sharded(
     progress: &mut Progress,
 ) -> io::Result<Run> {
     let mut front = Frontend::new();
+    let mut seg = tcpwhy_wire::TcpSegment::EMPTY;
     let mut engine = Engine::start(
         workers,
         cfg,
@@ -185,8 +186,8 @@ fn sharded(
     loop {
         match capture.next() {
             Ok(Some(p)) => {
-                if let Some((seg, wire_len)) = front.frame(p.ts_ns, p.link, p.data, p.orig_len) {
-                    engine.segment(seg, p.frame, p.ts_ns, wire_len, &mut sinks)?;
+                if let Some(wire_len) = front.frame(p.ts_ns, p.link, p.data, p.orig_len, &mut seg) {
+                    engine.segment(&seg, p.frame, p.ts_ns, wire_len, &mut sinks)?;
                 }
                 n += 1;
                 if n % 65_536 == 0 {

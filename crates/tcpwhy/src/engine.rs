@@ -24,7 +24,9 @@ use std::io;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 use tcpwhy_detect::{Detectors, Exchange, Finding, Output, Stall};
-use tcpwhy_track::{flow_hash, shard_of, At, Brief, Config, Connection, Moment, Tracker, TrackerStats};
+use tcpwhy_track::{
+    flow_hash, shard_of, At, Brief, Config, Connection, Moment, Tracker, TrackerStats,
+};
 use tcpwhy_wire::TcpSegment;
 
 /// Packets per round: small enough that a round's records are few, large enough that the
@@ -435,7 +437,7 @@ impl Engine {
     /// One TCP segment (frame number, capture time, length on the wire).
     pub fn segment(
         &mut self,
-        seg: TcpSegment,
+        seg: &TcpSegment,
         frame: u64,
         ts_ns: i64,
         wire_len: u32,
@@ -444,10 +446,10 @@ impl Engine {
         // Only TCP segments move the trackers' clock (as for one tracker fed by `Analyzer`):
         // a later frame of another protocol must not expire connections or clamp times.
         self.now = self.now.max(ts_ns);
-        let hash = flow_hash(&seg);
+        let hash = flow_hash(seg);
         let k = shard_of(hash, self.shards);
         self.batches[k].push(Item {
-            seg,
+            seg: *seg,
             hash,
             at: At::new(frame, self.now),
             wire_len,
