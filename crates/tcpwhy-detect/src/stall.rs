@@ -205,6 +205,7 @@ impl Dir {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn check(
         &mut self,
         connection: u64,

@@ -263,6 +263,7 @@ impl Endpoint {
     /// Account a segment this side sent. Returns true when it carried new sequence space.
     /// `peer_acked` is the highest ACK the peer sent: a keep-alive probe repeats a byte the
     /// peer has already acknowledged; an unacknowledged byte sent again is a retransmission.
+    #[inline]
     pub(crate) fn on_send(
         &mut self,
         seg: &TcpSegment,

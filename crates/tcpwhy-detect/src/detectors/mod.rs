@@ -484,11 +484,11 @@ const CHUNK: usize = 128;
 
 impl States {
     /// The state of `c`, fresh if its slot belonged to an earlier connection.
+    #[inline]
     pub fn get(&mut self, c: &Connection) -> &mut ConnState {
         let i = c.slot as usize;
-        while self.chunks.len() <= i / CHUNK {
-            self.chunks
-                .push((0..CHUNK).map(|_| (0, ConnState::default())).collect());
+        if self.chunks.len() <= i / CHUNK {
+            self.grow(i / CHUNK);
         }
         let e = &mut self.chunks[i / CHUNK][i % CHUNK];
         if e.0 != c.id {
@@ -500,6 +500,16 @@ impl States {
             e.0 = c.id;
         }
         &mut e.1
+    }
+
+    /// Chunks up to and including `chunk`.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, chunk: usize) {
+        while self.chunks.len() <= chunk {
+            self.chunks
+                .push((0..CHUNK).map(|_| (0, ConnState::default())).collect());
+        }
     }
 
     /// Forget `c` (its detectors have taken what they keep).

@@ -139,6 +139,7 @@ pub(crate) struct Retx {
 impl Sender {
     /// Feed an event seen from `me`'s side of the connection; returns the retransmission if
     /// this event is one of `me`'s.
+    #[inline]
     pub fn on_event(&mut self, c: &Connection, me: Side, ev: &SegmentEvent<'_>) -> Option<Retx> {
         let seg = ev.seg;
         if ev.from != me {
