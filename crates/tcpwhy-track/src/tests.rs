@@ -994,3 +994,50 @@ fn ts_is_an_option_in_eight_bytes() {
     assert_eq!(t.take(), Some(42));
     assert!(t.is_none());
 }
+
+/// What the text and HTML summaries read of a connection (`Brief`, sent by the workers instead
+/// of the whole connection), on a transcript whose values are counted by hand: a request sent
+/// twice, a response, FINs with the client first; then the tuple reused by a new connection.
+#[test]
+fn a_brief_carries_what_the_summaries_read() {
+    let mut r = Run::new();
+    r.handshake(0, 20, 1000, 5000); // frames 1-3
+    r.seg(21, C, ACK | PSH, 1001, 5001, 100); // request
+    r.seg(30, C, ACK | PSH, 1001, 5001, 100); // the request again: a retransmission
+    r.seg(41, S, ACK, 5001, 1101, 0);
+    r.seg(60, S, ACK | PSH, 5001, 1101, 3000); // response
+    r.seg(60, C, ACK, 1101, 8001, 0);
+    r.seg(70, C, FIN | ACK, 1101, 8001, 0);
+    r.seg(90, S, FIN | ACK, 8001, 1102, 0);
+    r.seg(90, C, ACK, 1102, 8002, 0); // frame 11
+    r.handshake(2000, 1, 700, 77); // frames 12-14, the same tuple again
+    let done = r.finish();
+    assert_eq!(done.len(), 2);
+    let first = done[0].brief();
+    assert_eq!(
+        first,
+        Brief {
+            id: 1,
+            client: C,
+            server: S,
+            duration_ns: 90 * MS,
+            packets: 11,
+            c2s: 100,
+            s2c: 3000,
+            hs_rtt_ns: Some(20 * MS),
+            retrans: 1,
+            duplicates: 0,
+            close: Close::Fin {
+                first: Side::Client
+            },
+            vantage: Vantage::NearClient,
+            inferred_role: false,
+            reused: false,
+        }
+    );
+    let second = done[1].brief();
+    assert_eq!((second.id, second.packets, second.c2s), (12, 3, 0));
+    assert_eq!(second.hs_rtt_ns, Some(MS));
+    assert_eq!(second.close, Close::Open);
+    assert!(second.reused, "the tuple carried connection 1 before");
+}

@@ -157,11 +157,14 @@ fn run(threads: usize, args: &[&str], file: &str) -> Vec<u8> {
 
 fn same_for_any_thread_count(file: &str) {
     // (JSON with and without exchanges: the workers write JSON lines themselves, dropping
-    // exchanges and stalls unless asked for them.)
+    // exchanges and stalls unless asked for them. Text and HTML take connections in brief
+    // from the workers, text with details takes them whole.)
     for args in [
         &["--format", "json", "--exchanges"][..],
         &["--format", "json"][..],
         &["--top", "50"][..],
+        &["--details", "--top", "20"][..],
+        &["--format", "html"][..],
     ] {
         let one = run(1, args, file);
         assert!(!one.is_empty());
