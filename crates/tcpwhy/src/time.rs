@@ -2,17 +2,18 @@
 
 /// RFC 3339 UTC with nanoseconds, e.g. `2026-11-22T07:27:00.123456789Z`.
 pub fn rfc3339(ns: i64) -> String {
+    let (y, m, d, h, mi, s, frac) = civil(ns);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{frac:09}Z")
+}
+
+/// Nanoseconds since 1970 (UTC) to (year, month, day, hour, minute, second, nanosecond).
+pub fn civil(ns: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
     let secs = ns.div_euclid(1_000_000_000);
-    let frac = ns.rem_euclid(1_000_000_000);
+    let frac = ns.rem_euclid(1_000_000_000) as u32;
     let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
+    let sod = secs.rem_euclid(86_400) as u32;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
+    (y, m, d, sod / 3600, sod % 3600 / 60, sod % 60, frac)
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
