@@ -25,7 +25,6 @@ impl<'a> Obj<'a> {
     // to memcpy (the keys were a fifth of writing a connection record).
     #[inline(always)]
     fn key(&mut self, k: &str) -> &mut Vec<u8> {
-        self.b.reserve(k.len() + 4);
         if !self.first {
             self.b.push(b',');
         }
