@@ -33,11 +33,18 @@ use tcpwhy_wire::TcpSegment;
 /// channels are quiet.
 const ROUND: usize = 32 * 1024;
 
-/// Rounds sent and not yet merged. With two, the reading thread and the workers (three threads
-/// on two cores, say) waited for each other whenever one of them fell behind for a moment: 4
-/// took the real-traffic benchmark from 1.12 to 0.97 s (medians of 6, interleaved; 3 gave
-/// 0.99, 6 gave 0.98) for 12 MB more (a round's segments are about 4.5 MB).
+/// Rounds sent and not yet merged, at most. With two, the reading thread and the workers
+/// (three threads on two cores, say) waited for each other whenever one of them fell behind
+/// for a moment: 4 took the real-traffic benchmark from 1.12 to 0.97 s (medians of 6,
+/// interleaved; 3 gave 0.99, 6 gave 0.98) for 12 MB more (a round's segments are about
+/// 4.5 MB).
 const IN_FLIGHT: usize = 4;
+
+/// What the records of the rounds in flight may take, about: a round of a flood (a connection
+/// and a finding for each of 32 Ki packets, 60 MB of JSON lines) allows only two rounds in
+/// flight, as before `IN_FLIGHT`; the first rounds go two at a time until one has been
+/// measured.
+const IN_FLIGHT_BYTES: usize = 32 << 20;
 
 /// One TCP segment for a worker.
 struct Item {
@@ -129,6 +136,19 @@ impl Batch {
         }
         self.text.clear();
         self.lines.clear();
+    }
+
+    /// What the records take, about (a finding's strings counted as 256 bytes).
+    fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.text.len()
+            + self.keys.len() * size_of::<Key>()
+            + self.lines.len() * size_of::<(usize, LineOf)>()
+            + self.findings.len() * (size_of::<Finding>() + 256)
+            + self.exchanges.len() * size_of::<Exchange>()
+            + self.stalls.len() * size_of::<Stall>()
+            + self.connections.len() * size_of::<Connection>()
+            + self.briefs.len() * size_of::<Brief>()
     }
 
     /// The bytes of line `i`.
@@ -393,6 +413,8 @@ pub struct Engine {
     handles: Vec<JoinHandle<TrackerStats>>,
     in_round: usize,
     in_flight: usize,
+    /// Rounds allowed in flight now (2..=IN_FLIGHT, from the size of the last round's records).
+    window: usize,
     /// Capture time of the TCP segments, never stepping back (see `Tracker::segment_hashed`).
     now: i64,
 }
@@ -436,6 +458,7 @@ impl Engine {
             handles,
             in_round: 0,
             in_flight: 0,
+            window: 2,
             now: i64::MIN,
         })
     }
@@ -464,7 +487,7 @@ impl Engine {
         if self.in_round >= ROUND {
             self.send_round()?;
             // The workers track the rounds in flight while this thread reads the next.
-            if self.in_flight >= IN_FLIGHT {
+            if self.in_flight >= self.window {
                 self.collect_round(sinks)?;
             }
         }
@@ -512,10 +535,14 @@ impl Engine {
                 sinks.emit(k, out);
             }
         }
+        let bytes: usize = outs.iter().map(Batch::bytes).sum();
+        self.window = (IN_FLIGHT_BYTES / bytes.max(1)).clamp(2, IN_FLIGHT);
         for (w, out) in outs.into_iter().enumerate() {
-            // (The worker empties it: see `worker`.)
+            // (The worker empties it: see `worker`. Batches beyond the window are let go.)
             if let Some(spare) = self.spare_out.get_mut(w) {
-                spare.push(out);
+                if spare.len() < self.window {
+                    spare.push(out);
+                }
             }
         }
         sinks.printer.check()
