@@ -192,7 +192,10 @@ pub fn connection_json(c: &Connection) -> Value {
     m.insert("packets".into(), json!(c.packets()));
     m.insert(
         "retransmissions".into(),
-        json!(c.client.retrans_segments + c.server.retrans_segments),
+        json!(c
+            .client
+            .retrans_segments
+            .saturating_add(c.server.retrans_segments)),
     );
     m.insert("handshake".into(), handshake);
     m.insert("rtt_ms".into(), rtt);

@@ -234,7 +234,9 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     }
     o.val(
         "retransmissions",
-        &(c.client.retrans_segments + c.server.retrans_segments),
+        &(c.client
+            .retrans_segments
+            .saturating_add(c.server.retrans_segments)),
     );
     o.val("role", c.role.name());
     o.val("role_inferred", &c.role.inferred());
