@@ -13,10 +13,10 @@
 //! findings' connections inside their graph windows. Every string that comes from a capture is
 //! escaped.
 
-use super::{endpoint, Printer, Report};
+use super::{endpoint, Printer, Report, Slowest};
 use crate::time::rfc3339;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use tcpwhy_capture::Capture;
@@ -49,18 +49,9 @@ const PART_COLORS: [&str; 7] = [
 /// Histogram bins: 10^(-2 + k/4) ms, k = 0..BINS (10 us to 100 s).
 const BINS: usize = 28;
 
+/// What the connections table adds to a row: findings on the connection and the time they cost.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
-    duration_ns: i64,
-    id: u64,
-    client: String,
-    server: String,
-    packets: u64,
-    c2s: u64,
-    s2c: u64,
-    retrans: u32,
-    hs_rtt_ns: Option<i64>,
-    close: String,
+struct Lost {
     findings: u32,
     lost_ns: i64,
 }
@@ -85,7 +76,7 @@ pub struct HtmlPrinter {
     hist: [[u64; PARTS.len()]; BINS],
     exchanges: u64,
     stalls: [(u64, i64); 6],
-    rows: BinaryHeap<Reverse<Row>>,
+    rows: Slowest<Lost>,
 }
 
 impl HtmlPrinter {
@@ -105,7 +96,7 @@ impl HtmlPrinter {
             hist: [[0; PARTS.len()]; BINS],
             exchanges: 0,
             stalls: [(0, 0); 6],
-            rows: BinaryHeap::new(),
+            rows: Slowest::new(MAX_ROWS),
         }
     }
 }
@@ -201,36 +192,7 @@ impl Printer for HtmlPrinter {
     fn brief(&mut self, b: &Brief) {
         self.cause_connections.connection(b.id);
         let (findings, lost_ns) = self.per_conn.remove(&b.id).unwrap_or_default();
-        let d = b.duration_ns;
-        if self.rows.len() >= MAX_ROWS {
-            match self.rows.peek() {
-                Some(Reverse(min)) if (d, Reverse(b.id)) <= (min.duration_ns, Reverse(min.id)) => {
-                    return
-                }
-                _ => {}
-            }
-        }
-        let close = b.close;
-        self.rows.push(Reverse(Row {
-            duration_ns: d,
-            id: b.id,
-            client: endpoint(b.client.0, b.client.1),
-            server: endpoint(b.server.0, b.server.1),
-            packets: b.packets,
-            c2s: b.c2s,
-            s2c: b.s2c,
-            retrans: b.retrans,
-            hs_rtt_ns: b.hs_rtt_ns,
-            close: match close.by() {
-                Some(by) => format!("{} by {}", close.kind(), by.name()),
-                None => close.kind().to_string(),
-            },
-            findings,
-            lost_ns,
-        }));
-        if self.rows.len() > MAX_ROWS {
-            self.rows.pop();
-        }
+        self.rows.offer(b, Lost { findings, lost_ns });
     }
 
     fn check(&mut self) -> io::Result<()> {
@@ -766,7 +728,7 @@ impl HtmlPrinter {
     }
 
     fn render_table(&mut self, h: &mut String) {
-        let rows = std::mem::take(&mut self.rows).into_sorted_vec();
+        let rows = self.rows.take_sorted();
         if rows.is_empty() {
             return;
         }
@@ -807,10 +769,10 @@ impl HtmlPrinter {
                 r.retrans,
                 rtt.unwrap_or(-1),
                 rtt.map(fmt_ms).unwrap_or_else(|| "-".into()),
-                r.findings,
-                r.findings,
-                r.lost_ns,
-                if r.lost_ns > 0 { fmt_ms(r.lost_ns) } else { "-".into() },
+                r.extra.findings,
+                r.extra.findings,
+                r.extra.lost_ns,
+                if r.extra.lost_ns > 0 { fmt_ms(r.extra.lost_ns) } else { "-".into() },
                 esc(&r.close),
                 esc(&r.close),
             );

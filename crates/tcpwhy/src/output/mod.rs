@@ -5,10 +5,12 @@ pub mod json;
 mod json_fast;
 pub mod text;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::IpAddr;
 use tcpwhy_capture::ContainerStats;
-use tcpwhy_track::{Connection, Stats, TrackerStats};
+use tcpwhy_track::{Brief, Connection, Stats, TrackerStats};
 
 /// Everything the summary needs at the end of the run.
 pub struct Report<'a> {
@@ -90,6 +92,80 @@ impl tcpwhy_detect::Output for ToPrinter<'_> {
     }
     fn check(&mut self) -> io::Result<()> {
         self.printer.check()
+    }
+}
+
+/// A connection as the slowest-connections tables list it, with `extra` columns of the
+/// report's own; ordered by duration, then id.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+pub struct Row<X> {
+    pub duration_ns: i64,
+    pub id: u64,
+    pub client: String,
+    pub server: String,
+    pub packets: u64,
+    pub c2s: u64,
+    pub s2c: u64,
+    pub retrans: u32,
+    pub hs_rtt_ns: Option<i64>,
+    /// `fin by client`, `rst by server`, `none` ...
+    pub close: String,
+    pub extra: X,
+}
+
+/// The `max` slowest connections offered so far. A row (its strings) is made only for a
+/// connection that enters.
+pub struct Slowest<X> {
+    max: usize,
+    heap: BinaryHeap<Reverse<Row<X>>>,
+}
+
+impl<X: Ord> Slowest<X> {
+    pub fn new(max: usize) -> Slowest<X> {
+        Slowest {
+            max,
+            heap: BinaryHeap::new(),
+        }
+    }
+
+    pub fn offer(&mut self, b: &Brief, extra: X) {
+        if self.max == 0 {
+            return;
+        }
+        let d = b.duration_ns;
+        if self.heap.len() >= self.max {
+            match self.heap.peek() {
+                Some(Reverse(min)) if (d, Reverse(b.id)) <= (min.duration_ns, Reverse(min.id)) => {
+                    return
+                }
+                _ => {}
+            }
+        }
+        let close = match b.close.by() {
+            Some(by) => format!("{} by {}", b.close.kind(), by.name()),
+            None => b.close.kind().to_string(),
+        };
+        self.heap.push(Reverse(Row {
+            duration_ns: d,
+            id: b.id,
+            client: endpoint(b.client.0, b.client.1),
+            server: endpoint(b.server.0, b.server.1),
+            packets: b.packets,
+            c2s: b.c2s,
+            s2c: b.s2c,
+            retrans: b.retrans,
+            hs_rtt_ns: b.hs_rtt_ns,
+            close,
+            extra,
+        }));
+        if self.heap.len() > self.max {
+            self.heap.pop();
+        }
+    }
+
+    /// The rows kept, slowest first, leaving none.
+    pub fn take_sorted(&mut self) -> Vec<Reverse<Row<X>>> {
+        std::mem::take(&mut self.heap).into_sorted_vec()
     }
 }
 

@@ -1,27 +1,11 @@
 //! The terminal report: totals first, then the slowest connections.
 
 use super::json::{vantage_index, VANTAGES};
-use super::{endpoint, Printer, Report};
+use super::{endpoint, Printer, Report, Row, Slowest};
 use crate::time::rfc3339;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io::{self, Write};
 use tcpwhy_track::{Brief, Connection};
-
-/// What the report keeps of a connection it may list (bounded by `--top`).
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
-    duration_ns: i64,
-    id: u64,
-    client: String,
-    server: String,
-    packets: u64,
-    c2s: u64,
-    s2c: u64,
-    retrans: u32,
-    hs_rtt_ns: Option<i64>,
-    close: String,
-}
 
 /// Findings of one id, summed.
 #[derive(Default)]
@@ -44,7 +28,7 @@ pub struct TextPrinter {
     out: Box<dyn Write>,
     err: Option<io::Error>,
     top: usize,
-    slowest: BinaryHeap<Reverse<Row>>,
+    slowest: Slowest<()>,
     vantage: [u64; 5],
     closes: [u64; 4],
     retrans_segments: u64,
@@ -210,7 +194,7 @@ impl TextPrinter {
             out,
             err: None,
             top,
-            slowest: BinaryHeap::new(),
+            slowest: Slowest::new(top),
             vantage: [0; 5],
             closes: [0; 4],
             retrans_segments: 0,
@@ -346,7 +330,7 @@ impl TextPrinter {
 
 /// The slowest-connections table, fitted to `width`: optional columns go first (handshake
 /// RTT, retransmissions, packets, bytes, close), then the address column is shortened.
-fn slowest_table(rows: &[Reverse<Row>], width: Option<usize>) -> Vec<String> {
+fn slowest_table(rows: &[Reverse<Row<()>>], width: Option<usize>) -> Vec<String> {
     // (header, right-aligned, optional: dropped in this order when too wide)
     let heads: [(&str, bool, u8); 9] = [
         ("id", true, 0),
@@ -697,37 +681,7 @@ impl Printer for TextPrinter {
                 self.err = Some(e);
             }
         }
-        if self.top == 0 {
-            return;
-        }
-        let d = b.duration_ns;
-        if self.slowest.len() >= self.top {
-            match self.slowest.peek() {
-                Some(Reverse(min)) if (d, Reverse(b.id)) <= (min.duration_ns, Reverse(min.id)) => {
-                    return
-                }
-                _ => {}
-            }
-        }
-        let close_text = match close.by() {
-            Some(by) => format!("{} by {}", close.kind(), by.name()),
-            None => close.kind().to_string(),
-        };
-        self.slowest.push(Reverse(Row {
-            duration_ns: d,
-            id: b.id,
-            client: endpoint(b.client.0, b.client.1),
-            server: endpoint(b.server.0, b.server.1),
-            packets: b.packets,
-            c2s: b.c2s,
-            s2c: b.s2c,
-            retrans,
-            hs_rtt_ns: b.hs_rtt_ns,
-            close: close_text,
-        }));
-        if self.slowest.len() > self.top {
-            self.slowest.pop();
-        }
+        self.slowest.offer(b, ());
     }
 
     fn check(&mut self) -> io::Result<()> {
@@ -823,7 +777,7 @@ impl Printer for TextPrinter {
         self.exchanges_report()?;
         self.stalls_report()?;
         let o = &mut self.out;
-        let rows = std::mem::take(&mut self.slowest).into_sorted_vec();
+        let rows = self.slowest.take_sorted();
         if !rows.is_empty() {
             writeln!(o)?;
             writeln!(
