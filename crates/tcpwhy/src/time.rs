@@ -2,12 +2,47 @@
 
 /// RFC 3339 UTC with nanoseconds, e.g. `2026-11-22T07:27:00.123456789Z`.
 pub fn rfc3339(ns: i64) -> String {
-    let (y, m, d, h, mi, s, frac) = civil(ns);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{frac:09}Z")
+    let mut b = Vec::with_capacity(30);
+    write_rfc3339(&mut b, ns);
+    String::from_utf8(b).unwrap_or_default()
+}
+
+/// `rfc3339(ns)` written at the end of `b` (the JSON writers put it straight into a line).
+pub fn write_rfc3339(b: &mut Vec<u8>, ns: i64) {
+    let (y, mo, d, h, mi, s, frac) = civil(ns);
+    // Nanoseconds in an i64 span the years 1677 to 2262: four digits, never negative.
+    digits(b, y.unsigned_abs(), 4);
+    for (sep, v, width) in [
+        (b'-', mo, 2),
+        (b'-', d, 2),
+        (b'T', h, 2),
+        (b':', mi, 2),
+        (b':', s, 2),
+        (b'.', frac, 9),
+    ] {
+        b.push(sep);
+        digits(b, u64::from(v), width);
+    }
+    b.push(b'Z');
+}
+
+/// `v` in decimal, zero-padded to at least `width` digits, at the end of `b`.
+pub fn digits(b: &mut Vec<u8>, mut v: u64, width: usize) {
+    let mut d = [b'0'; 20];
+    let mut i = d.len();
+    loop {
+        i -= 1;
+        d[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    b.extend_from_slice(&d[i.min(d.len().saturating_sub(width))..]);
 }
 
 /// Nanoseconds since 1970 (UTC) to (year, month, day, hour, minute, second, nanosecond).
-pub fn civil(ns: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
+fn civil(ns: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
     let secs = ns.div_euclid(1_000_000_000);
     let frac = ns.rem_euclid(1_000_000_000) as u32;
     let days = secs.div_euclid(86_400);
@@ -54,6 +89,38 @@ mod tests {
             "2024-02-29T12:00:00.000000000Z"
         );
         assert_eq!(rfc3339(-1), "1969-12-31T23:59:59.999999999Z");
+        // The ends of i64 nanoseconds: date -u -d @-9223372037 and @9223372036, with the
+        // fractions -2^63 mod 10^9 and (2^63 - 1) mod 10^9.
+        assert_eq!(rfc3339(i64::MIN), "1677-09-21T00:12:43.145224192Z");
+        assert_eq!(rfc3339(i64::MAX), "2262-04-11T23:47:16.854775807Z");
+    }
+
+    /// The hand-written digits against `format!`, and the whole time against `format!` of its
+    /// calendar fields, at the ends of their ranges and at 20 000 random values.
+    #[test]
+    fn digits_and_times_are_spelled_as_format_spells_them() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut nums = vec![0, 1, 9, 10, 99, 100, 65535, u64::from(u32::MAX), u64::MAX];
+        let mut times = vec![0, -1, 1, i64::MIN, i64::MAX];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            nums.push(x >> (x % 64));
+            times.push(x as i64);
+        }
+        for v in nums {
+            for w in [0, 1, 2, 4, 9] {
+                let mut b = Vec::new();
+                digits(&mut b, v, w);
+                assert_eq!(b, format!("{v:0w$}").as_bytes());
+            }
+        }
+        for t in times {
+            let (y, m, d, h, mi, s, frac) = civil(t);
+            let want = format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{frac:09}Z");
+            assert_eq!(rfc3339(t), want, "{t}");
+        }
     }
 
     #[test]
