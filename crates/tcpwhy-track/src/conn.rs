@@ -223,7 +223,7 @@ pub struct Brief {
     pub c2s: u64,
     pub s2c: u64,
     pub hs_rtt_ns: Option<i64>,
-    /// Retransmitted segments and duplicates, both directions.
+    /// Retransmitted segments and duplicates, both directions (saturating).
     pub retrans: u32,
     pub duplicates: u32,
     pub close: Close,
@@ -266,8 +266,14 @@ impl Connection {
             c2s: self.client.unique_bytes,
             s2c: self.server.unique_bytes,
             hs_rtt_ns: self.handshake.rtt_ns(),
-            retrans: (self.client.retrans_segments).saturating_add(self.server.retrans_segments),
-            duplicates: (self.client.duplicates).saturating_add(self.server.duplicates),
+            retrans: self
+                .client
+                .retrans_segments
+                .saturating_add(self.server.retrans_segments),
+            duplicates: self
+                .client
+                .duplicates
+                .saturating_add(self.server.duplicates),
             close: self.close(),
             vantage: self.vantage(),
             inferred_role: self.role.inferred(),
