@@ -38,64 +38,88 @@ const KEEP: usize = 4;
 /// response after idle (later flights are folded into the last one: bounded memory).
 const MAX_FLIGHTS: usize = 64;
 
-/// Segments and bytes per flight (round trip): the first two inline (most bursts, a request or
-/// a response, are one or two flights: no allocation), the rest on the heap.
-#[derive(Default, Debug, Clone)]
-struct Flights {
-    n: u32,
-    inline: [(u32, u64); 2],
-    more: Rare<Vec<(u32, u64)>>,
-}
-
-impl Flights {
-    fn len(&self) -> usize {
-        self.n as usize
-    }
-    fn push(&mut self, segments: u32, bytes: u64) {
-        let n = self.len();
-        match self.inline.get_mut(n) {
-            Some(slot) => *slot = (segments, bytes),
-            None => self.more.get().push((segments, bytes)),
-        }
-        self.n += 1;
-    }
-    fn get(&self, i: usize) -> (u32, u64) {
-        match i {
-            0 | 1 => self.inline[i],
-            _ => self
-                .more
-                .peek()
-                .and_then(|m| m.get(i - 2))
-                .copied()
-                .unwrap_or_default(),
-        }
-    }
-    fn last_mut(&mut self) -> Option<&mut (u32, u64)> {
-        match self.n {
-            0 => None,
-            1 | 2 => self.inline.get_mut(self.n as usize - 1),
-            _ => self.more.peek_mut().and_then(|m| m.last_mut()),
-        }
-    }
-    fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-    /// Segments per flight.
-    fn segments(&self) -> Vec<u32> {
-        self.iter().map(|f| f.0).collect()
-    }
-}
-
-#[derive(Default, Debug, Clone)]
+/// The burst being sent: its flights (round trips) counted as they close, without a list.
+/// What a restart needs shown (when the burst began, its flights) is kept only for a burst
+/// after an idle gap, the only kind that can be one (`AfterIdle`); the first burst of a
+/// direction only sets the window the sender reached (inline, the list and the times of every
+/// burst took 112 bytes per direction of every connection).
+#[derive(Default, Debug)]
 struct Burst {
-    flights: Flights,
+    /// Flights so far (at most `MAX_FLIGHTS`: later segments join the last one).
+    flights: u32,
+    /// Segments of the first flight (final once it has closed).
+    first_segments: u32,
+    /// The flight being sent: segments and bytes.
+    cur_segments: u32,
+    cur_bytes: u64,
+    /// Segments of the flight before the current one.
+    prev_segments: u32,
+    /// The largest closed flight of this burst (the first to reach that size), and the window
+    /// (bytes) it shows.
+    max_segments: u32,
+    max_window: u64,
     bytes: u64,
-    first: Option<At>,
-    first_flight_last: Option<At>,
-    before_gap: Option<At>,
     /// The sender retransmitted since the previous burst began: a small window now is loss
     /// recovery (cwnd cut by a timeout), not a restart after idle.
     after_loss: bool,
+    /// Set for a burst after an idle gap (allocated at a direction's first such gap and used
+    /// again for the next).
+    idle: Rare<AfterIdle>,
+}
+
+/// A burst after an idle gap, as a finding shows it.
+#[derive(Default, Debug, Clone)]
+struct AfterIdle {
+    /// The last data segment before the gap, the burst's first segment and the last segment
+    /// of its first flight.
+    before_gap: Option<At>,
+    first: Option<At>,
+    first_flight_last: Option<At>,
+    /// Segments per flight (the closed ones).
+    flights: Vec<u32>,
+}
+
+impl AfterIdle {
+    /// The silence before the burst.
+    fn idle_ns(&self) -> i64 {
+        match (self.before_gap, self.first) {
+            (Some(b), Some(f)) => f.ts_ns - b.ts_ns,
+            _ => 0,
+        }
+    }
+}
+
+impl Burst {
+    /// The current flight is complete: fold it into the counts.
+    fn close_flight(&mut self) {
+        if self.flights == 0 {
+            return;
+        }
+        let (n, bytes) = (self.cur_segments, self.cur_bytes);
+        if self.flights == 1 {
+            self.first_segments = n;
+        }
+        if n > self.max_segments {
+            // Still doubling (slow start) when the burst ran out of data: the window had grown
+            // to about twice this flight by then.
+            let growing =
+                self.flights > 1 && u64::from(n) * 10 >= u64::from(self.prev_segments) * 18;
+            self.max_segments = n;
+            self.max_window = if growing { bytes * 2 } else { bytes };
+        }
+        self.prev_segments = n;
+        if let Some(idle) = self.idle.peek_mut() {
+            idle.flights.push(n);
+        }
+    }
+
+    /// A new flight starts with a segment of `len` bytes.
+    fn push(&mut self, len: u64) {
+        self.close_flight();
+        self.flights += 1;
+        self.cur_segments = 1;
+        self.cur_bytes = len;
+    }
 }
 
 #[derive(Default, Debug)]
@@ -114,58 +138,55 @@ pub(crate) struct State {
 #[derive(Default, Debug)]
 struct Found {
     /// Restarts found: (burst, round trips needed with the earlier window).
-    restarts: Vec<(Burst, u32)>,
+    restarts: Vec<(AfterIdle, u32)>,
     count: u32,
     total_extra_rounds: u32,
-}
-
-impl Burst {
-    /// The silence before the burst (none before the first).
-    fn idle_ns(&self) -> i64 {
-        match (self.before_gap, self.first) {
-            (Some(b), Some(f)) => f.ts_ns - b.ts_ns,
-            _ => 0,
-        }
-    }
 }
 
 #[derive(Default)]
 pub struct SlowStartRestart {}
 
 impl State {
-    /// Close the current burst: was it a restart?
+    /// Close the current burst: was it a restart? Leaves an empty burst (keeping the
+    /// after-idle record's allocation for the next one).
     fn end_burst(&mut self) {
-        let b = std::mem::take(&mut self.burst);
-        if b.flights.len() == 0 {
+        let b = &mut self.burst;
+        if b.flights == 0 {
             return;
         }
-        let first_flight = b.flights.get(0).0;
-        if b.before_gap.is_some()
-            && !b.after_loss
-            && b.flights.len() >= 2
-            && first_flight <= RESTART_MAX_SEGMENTS
-            && self.largest_flight >= 2 * first_flight
-            && self.largest_flight_bytes > 0
-        {
-            let needed = b.bytes.div_ceil(self.largest_flight_bytes).max(1) as u32;
-            let actual = b.flights.len() as u32;
-            if actual > needed {
-                let f = self.found.get();
-                f.count += 1;
-                f.total_extra_rounds += actual - needed;
-                if f.restarts.len() < KEEP {
-                    f.restarts.push((b.clone(), needed));
+        b.close_flight();
+        let first_flight = b.first_segments;
+        if let Some(idle) = b.idle.peek() {
+            if idle.before_gap.is_some()
+                && !b.after_loss
+                && b.flights >= 2
+                && first_flight <= RESTART_MAX_SEGMENTS
+                && self.largest_flight >= 2 * first_flight
+                && self.largest_flight_bytes > 0
+            {
+                let needed = b.bytes.div_ceil(self.largest_flight_bytes).max(1) as u32;
+                let actual = b.flights;
+                if actual > needed {
+                    let f = self.found.get();
+                    f.count += 1;
+                    f.total_extra_rounds += actual - needed;
+                    if f.restarts.len() < KEEP {
+                        f.restarts.push((idle.clone(), needed));
+                    }
                 }
             }
         }
-        for (i, (n, bytes)) in b.flights.iter().enumerate() {
-            if n > self.largest_flight {
-                self.largest_flight = n;
-                // Still doubling (slow start) when the burst ran out of data: the window had
-                // grown to about twice this flight by then.
-                let growing = i > 0 && u64::from(n) * 10 >= u64::from(b.flights.get(i - 1).0) * 18;
-                self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
-            }
+        if b.max_segments > self.largest_flight {
+            self.largest_flight = b.max_segments;
+            self.largest_flight_bytes = b.max_window;
+        }
+        let idle = std::mem::take(&mut b.idle);
+        *b = Burst {
+            idle,
+            ..Burst::default()
+        };
+        if let Some(idle) = b.idle.peek_mut() {
+            idle.flights.clear();
         }
     }
 }
@@ -201,19 +222,22 @@ impl Detector for SlowStartRestart {
         if gap > idle {
             st.end_burst();
             st.burst.after_loss = std::mem::take(&mut st.loss_seen);
-            st.burst.before_gap = st.last_data.filter(|_| gap != i64::MAX);
-            st.burst.first = Some(ev.at);
-            st.burst.first_flight_last = Some(ev.at);
-            st.burst.flights.push(1, len);
-        } else if gap > flight_gap && st.burst.flights.len() < MAX_FLIGHTS {
-            st.burst.flights.push(1, len);
-        } else {
-            if let Some((n, bytes)) = st.burst.flights.last_mut() {
-                *n += 1;
-                *bytes += len;
+            if gap != i64::MAX {
+                let i = st.burst.idle.get();
+                i.before_gap = st.last_data;
+                i.first = Some(ev.at);
+                i.first_flight_last = Some(ev.at);
             }
-            if st.burst.flights.len() == 1 {
-                st.burst.first_flight_last = Some(ev.at);
+            st.burst.push(len);
+        } else if gap > flight_gap && st.burst.flights < MAX_FLIGHTS as u32 {
+            st.burst.push(len);
+        } else if st.burst.flights > 0 {
+            st.burst.cur_segments += 1;
+            st.burst.cur_bytes += len;
+            if st.burst.flights == 1 {
+                if let Some(i) = st.burst.idle.peek_mut() {
+                    i.first_flight_last = Some(ev.at);
+                }
             }
         }
         st.burst.bytes += len;
@@ -252,12 +276,12 @@ impl Detector for SlowStartRestart {
                 "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
                 ms(b.idle_ns()),
                 side_name(c, side),
-                b.flights.get(0).0,
+                b.flights.first().copied().unwrap_or(0),
                 largest_flight,
                 b.flights.len(),
                 needed,
-                b.flights.segments(),
-                b.flights.len() as u32 - needed,
+                b.flights,
+                (b.flights.len() as u32).saturating_sub(needed),
                 ms(rtt),
                 st.count,
                 ms(f.cost_ns)
@@ -266,9 +290,9 @@ impl Detector for SlowStartRestart {
             f.details = json!({
                 "sender": side.name(),
                 "bursts": st.count,
-                "first_flight_segments": b.flights.get(0).0,
+                "first_flight_segments": b.flights.first().copied().unwrap_or(0),
                 "largest_earlier_flight_segments": largest_flight,
-                "flights": b.flights.segments(),
+                "flights": b.flights,
                 "round_trips": b.flights.len(),
                 "round_trips_with_earlier_window": needed,
                 "extra_round_trips_total": st.total_extra_rounds,
@@ -278,11 +302,80 @@ impl Detector for SlowStartRestart {
                     "start_ns": r.first.map(|a| a.ts_ns),
                     "frame": r.first.map(|a| a.frame()),
                     "idle_ms": ms_f(r.idle_ns()),
-                    "flights": r.flights.segments(),
+                    "flights": r.flights,
                     "round_trips_with_earlier_window": need,
                 })).collect::<Vec<_>>(),
             });
             out.push(f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window rule as the list-keeping version applied it, over all flights of a burst at
+    /// its end: (largest flight, window) after the burst, from the values before it.
+    fn by_list(mut largest: (u32, u64), flights: &[(u32, u64)]) -> (u32, u64) {
+        for (i, &(n, bytes)) in flights.iter().enumerate() {
+            if n > largest.0 {
+                let growing = i > 0 && u64::from(n) * 10 >= u64::from(flights[i - 1].0) * 18;
+                largest = (n, if growing { bytes * 2 } else { bytes });
+            }
+        }
+        largest
+    }
+
+    #[test]
+    fn flights_folded_as_they_close_give_the_window_of_the_whole_list() {
+        // Random bursts of random flights, the state fed one flight at a time (as segments
+        // arrive): after each burst the largest flight and its window equal the rule applied
+        // to the burst's list, and an after-idle burst keeps that list.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..2000 {
+            let mut st = State::default();
+            let mut want = (0u32, 0u64);
+            for burst in 0..1 + rnd(4) {
+                let flights: Vec<(u32, u64)> = (0..1 + rnd(8))
+                    .map(|_| {
+                        let n = 1 + rnd(40) as u32;
+                        (n, u64::from(n) * (1 + rnd(1448)))
+                    })
+                    .collect();
+                if burst > 0 {
+                    st.burst.idle.get().before_gap = Some(At::new(1, 0));
+                }
+                for &(n, bytes) in &flights {
+                    // The flight opens with a segment; the rest of it joins it.
+                    st.burst.push(bytes / u64::from(n));
+                    st.burst.cur_segments = n;
+                    st.burst.cur_bytes = bytes;
+                    st.burst.bytes += bytes;
+                }
+                if burst > 0 {
+                    st.burst.close_flight();
+                    let listed = st.burst.idle.peek().map(|i| i.flights.clone());
+                    let segs: Vec<u32> = flights.iter().map(|f| f.0).collect();
+                    assert_eq!(listed, Some(segs));
+                    // Closing again must not count the last flight twice: undo the extra push.
+                    st.burst.idle.get().flights.pop();
+                }
+                want = by_list(want, &flights);
+                st.end_burst();
+                assert_eq!(
+                    (st.largest_flight, st.largest_flight_bytes),
+                    want,
+                    "{flights:?} burst {burst}"
+                );
+                assert_eq!(st.burst.flights, 0);
+            }
         }
     }
 }
