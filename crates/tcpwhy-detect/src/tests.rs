@@ -56,7 +56,8 @@ fn drive_without(disabled: &[String], lines: &[Line]) -> Collect {
     let mut det = Detectors::new(disabled, &mut out);
     let mut t = Tracker::new(Config::default());
     for (i, &(ms, from, flags, seq, ack, len, window, sack)) in lines.iter().enumerate() {
-        let to = if from == C { S } else { C };
+        // Every endpoint but the server talks to the server; the server answers C.
+        let to = if from == S { C } else { S };
         let mut options = TcpOptions::default();
         for (k, (a, b)) in sack.iter().enumerate() {
             options.sack[k] = (Seq(*a), Seq(*b));
@@ -100,6 +101,24 @@ const HS: [Line; 3] = [
 
 fn with_hs(rest: &[Line]) -> Vec<Line> {
     HS.iter().chain(rest).copied().collect()
+}
+
+/// A second client, on another port.
+const C2: (IpAddr, u16) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40001);
+
+#[test]
+fn a_reused_slot_starts_without_the_first_syn_of_the_connection_before() {
+    // The handshake detectors share the first SYN of the connection in the slot. A refused
+    // attempt finishes (10 s after its reset: its client may send the SYN again), and another client's single SYN takes its slot:
+    // one SYN is not an unanswered ladder (with the old SYN left over it would be two), and
+    // the refusal belongs to the first connection only.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, S, RST | ACK, 0, 1001, 0, 0, &[]),
+        (15_000, C2, SYN, 7000, 0, 0, 1000, &[]),
+    ]);
+    assert_eq!(ids(&f), ["syn-refused"], "{f:?}");
+    assert_eq!((f[0].connection, f[0].frames.as_slice()), (1, &[1, 2][..]));
 }
 
 #[test]

@@ -17,7 +17,7 @@ mod syn_unanswered;
 mod zero_window;
 
 use crate::Detector;
-use tcpwhy_track::{Connection, Side};
+use tcpwhy_track::{At, Connection, Side};
 
 pub fn all() -> Vec<Box<dyn Detector>> {
     vec![
@@ -117,6 +117,15 @@ impl Set {
         ev: &tcpwhy_track::SegmentEvent<'_>,
         out: &mut Vec<crate::Finding>,
     ) {
+        let f = ev.seg.flags;
+        if f.syn()
+            && !f.ack()
+            && ev.from == Side::Client
+            && cs.first_syn.is_none()
+            && c.handshake.syn_ack.is_none()
+        {
+            cs.first_syn = Some(ev.at);
+        }
         if self.on[0] {
             Detector::segment(&mut self.syn_stale_state, cs, c, ev, out);
         }
@@ -428,6 +437,10 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
 pub struct ConnState {
     /// Which states were looked at: one bit each (`Lazy`, `PerSide`).
     pub(crate) used: u32,
+    /// The client's first SYN (without ACK) before any SYN-ACK: shared by the three handshake
+    /// detectors (each kept its own copy), set by `Set::segment` before they run, cleared by
+    /// `States::release`.
+    pub(crate) first_syn: Option<At>,
     pub(crate) syn_stale_state: Lazy<syn_stale_state::State, 0>,
     pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
     pub(crate) syn_refused: Lazy<syn_refused::State, 2>,
@@ -533,6 +546,7 @@ impl States {
         if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {
             if e.id == c.id {
                 e.id = 0;
+                e.state.first_syn = None;
             }
         }
     }

@@ -13,7 +13,7 @@
 //!
 //! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
 
-use super::ConnState;
+use super::{ConnState, Rare};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -25,9 +25,11 @@ pub static INFO: Info = Info {
     doc: include_str!("syn_refused.rs"),
 };
 
+/// Set at the first reset answering the SYN (most connections get none).
+pub(crate) type State = Rare<Refused>;
+
 #[derive(Default, Debug)]
-pub(crate) struct State {
-    first_syn: Option<At>,
+pub(crate) struct Refused {
     refusals: u32,
     first_rst: Option<At>,
 }
@@ -52,25 +54,26 @@ impl Detector for SynRefused {
         if c.handshake.syn_ack.is_some() {
             return;
         }
-        let st = cs.syn_refused.get(&mut cs.used);
-        if ev.from == Side::Client && f.syn() && !f.ack() && st.first_syn.is_none() {
-            st.first_syn = Some(ev.at);
-        }
         if ev.from == Side::Server
             && f.rst()
             && f.ack()
             && c.client.isn.is_some_and(|isn| ev.seg.ack == isn + 1)
         {
+            let st = cs.syn_refused.get(&mut cs.used).get();
             st.refusals += 1;
             st.first_rst.get_or_insert(ev.at);
         }
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_refused.take(&mut cs.used) else {
+        let Some(st) = cs
+            .syn_refused
+            .take(&mut cs.used)
+            .and_then(|st| st.into_inner())
+        else {
             return;
         };
-        let (Some(syn), Some(rst)) = (st.first_syn, st.first_rst) else {
+        let (Some(syn), Some(rst)) = (cs.first_syn, st.first_rst) else {
             return;
         };
         let mut f = Finding::new(INFO.id, c);

@@ -20,7 +20,7 @@
 //! (net/ipv4/tcp_minisocks.c), RFC 5961 section 4.2 (challenge ACK), commit 9603d47bad46
 //! (2-jiffy retry); seeds 000 and 004.
 
-use super::{ConnState, MS};
+use super::{ConnState, Rare, MS};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -32,10 +32,13 @@ pub static INFO: Info = Info {
     doc: include_str!("syn_stale_state.rs"),
 };
 
+/// Set once the server answered the first SYN with a stale ACK (most connections never do).
+pub(crate) type State = Rare<Stale>;
+
 #[derive(Default, Debug)]
-pub(crate) struct State {
-    first_syn: Option<At>,
-    stale_ack: Option<(At, u32)>,
+pub(crate) struct Stale {
+    /// The stale ACK and its acknowledgment number.
+    ack: (Option<At>, u32),
     rst: Option<At>,
     retry_syn: Option<At>,
 }
@@ -60,13 +63,15 @@ impl Detector for SynStaleState {
             return;
         }
         let f = ev.seg.flags;
+        let first_syn = cs.first_syn;
         let st = cs.syn_stale_state.get(&mut cs.used);
         match ev.from {
+            // A SYN after the first: the retry, once the client reset the stale ACK.
             Side::Client if f.syn() && !f.ack() => {
-                if st.first_syn.is_none() {
-                    st.first_syn = Some(ev.at);
-                } else if st.rst.is_some() && st.retry_syn.is_none() {
-                    st.retry_syn = Some(ev.at);
+                if let Some(s) = st.peek_mut() {
+                    if s.rst.is_some() && s.retry_syn.is_none() {
+                        s.retry_syn = Some(ev.at);
+                    }
                 }
             }
             // The pattern's ACK answers a SYN seen before it (found by fuzzing: an ACK before
@@ -75,24 +80,32 @@ impl Detector for SynStaleState {
                 if f.ack()
                     && !f.syn()
                     && !f.rst()
-                    && st.first_syn.is_some()
-                    && st.stale_ack.is_none()
+                    && first_syn.is_some()
+                    && st.peek().is_none()
                     && c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) =>
             {
-                st.stale_ack = Some((ev.at, ev.seg.ack.0));
+                st.get().ack = (Some(ev.at), ev.seg.ack.0);
             }
-            Side::Client if f.rst() && st.stale_ack.is_some() && st.rst.is_none() => {
-                st.rst = Some(ev.at);
+            Side::Client if f.rst() => {
+                if let Some(s) = st.peek_mut() {
+                    if s.rst.is_none() {
+                        s.rst = Some(ev.at);
+                    }
+                }
             }
             _ => {}
         }
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_stale_state.take(&mut cs.used) else {
+        let Some(st) = cs
+            .syn_stale_state
+            .take(&mut cs.used)
+            .and_then(|st| st.into_inner())
+        else {
             return;
         };
-        let (Some(first), Some((ack_at, ack_no))) = (st.first_syn, st.stale_ack) else {
+        let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn, st.ack) else {
             return;
         };
         let end = c

@@ -34,9 +34,8 @@ const MAX_SYNS: usize = 16;
 
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    /// The first SYN, and the ones after it: most connections send one (a Vec of them was a
-    /// 64-byte allocation per connection).
-    first: Option<At>,
+    /// The SYNs after the first (`ConnState::first_syn`): most connections send one (a Vec of
+    /// them all was a 64-byte allocation per connection).
     more: Rare<Vec<At>>,
     answered_otherwise: bool,
 }
@@ -77,17 +76,16 @@ impl Detector for SynUnanswered {
             return;
         }
         let f = ev.seg.flags;
+        let first = cs.first_syn;
         let st = cs.syn_unanswered.get(&mut cs.used);
         match ev.from {
-            Side::Client if f.syn() && !f.ack() => match st.first {
-                None => st.first = Some(ev.at),
-                Some(_) => {
-                    let more = st.more.get();
-                    if more.len() + 1 < MAX_SYNS {
-                        more.push(ev.at);
-                    }
+            // The first SYN is `first_syn` itself (set before the detectors run).
+            Side::Client if f.syn() && !f.ack() && first != Some(ev.at) => {
+                let more = st.more.get();
+                if more.len() + 1 < MAX_SYNS {
+                    more.push(ev.at);
                 }
-            },
+            }
             // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.
             Side::Server if !f.syn() => st.answered_otherwise = true,
             _ => {}
@@ -98,7 +96,7 @@ impl Detector for SynUnanswered {
         let Some(st) = cs.syn_unanswered.take(&mut cs.used) else {
             return;
         };
-        let (Some(first), Some(more)) = (st.first, st.more.into_inner()) else {
+        let (Some(first), Some(more)) = (cs.first_syn, st.more.into_inner()) else {
             return; // one SYN at most
         };
         if more.is_empty() || st.answered_otherwise {
