@@ -15,7 +15,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, MS};
+use super::{rtt_ns, ConnState, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -29,11 +29,9 @@ pub static INFO: Info = Info {
 
 const MIN_DELAY: i64 = 50 * MS;
 
-#[derive(Default, Debug)]
-pub(crate) struct State {
-    decided: bool,
-    finding: Option<(tcpwhy_track::At, tcpwhy_track::At)>,
-}
+/// The handshake's ACK and the late request, when the wait was long (rare). Whether the first
+/// data segment has been looked at is the state's "looked at" bit (`Lazy::looked`).
+pub(crate) type State = Rare<(tcpwhy_track::At, tcpwhy_track::At)>;
 
 #[derive(Default)]
 pub struct ClientDelay {}
@@ -57,17 +55,16 @@ impl Detector for ClientDelay {
         if ev.seg.payload_len == 0 || ev.at.frame() <= hs_ack.frame() {
             return;
         }
-        let st = cs.client_delay.get(&mut cs.used);
-        if st.decided {
-            return;
+        if cs.client_delay.looked(cs.used) {
+            return; // decided at the first data segment after the handshake
         }
-        st.decided = true;
+        let st = cs.client_delay.get(&mut cs.used);
         if ev.from != Side::Client {
             return; // the server spoke first
         }
         let wait = ev.at.ts_ns - hs_ack.ts_ns;
         if wait >= MIN_DELAY && wait >= 4 * rtt_ns(c).unwrap_or(0) {
-            st.finding = Some((hs_ack, ev.at));
+            st.set((hs_ack, ev.at));
         }
     }
 
@@ -75,7 +72,9 @@ impl Detector for ClientDelay {
         let Some(st) = cs.client_delay.take(&mut cs.used) else {
             return;
         };
-        let Some((ack, req)) = st.finding else { return };
+        let Some(&(ack, req)) = st.peek() else {
+            return;
+        };
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = ack.ts_ns;
         f.end_ns = req.ts_ns;

@@ -276,6 +276,11 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
         &mut self.val
     }
 
+    /// Whether the detector has looked at this state (`get`) since the connection began.
+    pub fn looked(&self, used: u32) -> bool {
+        used & Self::MASK != 0
+    }
+
     pub fn take(&mut self, used: &mut u32) -> Option<T> {
         claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
     }
@@ -315,6 +320,16 @@ impl<T: Default> Rare<T> {
     /// The state, allocated now if it was not yet.
     pub fn get(&mut self) -> &mut T {
         self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl<T> Rare<T> {
+    /// Write the state (allocated now if it was not yet).
+    pub fn set(&mut self, v: T) {
+        match &mut self.0 {
+            Some(b) => **b = v,
+            None => self.0 = Some(Box::new(v)),
+        }
     }
 
     /// The state if it was written.
