@@ -18,7 +18,7 @@
 //! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
 //!   congestion window grows).
 
-use crate::detectors::ConnState;
+use crate::detectors::{ConnState, Rare};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
@@ -56,12 +56,11 @@ pub(crate) struct State {
     resp_last: Option<At>,
     resp_bytes: u64,
     last_server_send: Ts,
-    retrans_ns: i64,
-    zero_since: Ts,
-    window_ns: i64,
-    /// Held time in the request and in the response, and the last pure ACK of each side.
-    held_req_ns: i64,
-    held_resp_ns: i64,
+    /// Time the response lost to retransmissions, a zero window, held segments and server
+    /// pauses: most exchanges lose none (boxed when one happens; inline these were 48 bytes
+    /// of every connection).
+    delays: Rare<Delays>,
+    /// The last pure ACK of each side.
     client_ack: Ts,
     server_ack: Ts,
     /// The highest ACK number seen from each side (a window update repeats it).
@@ -70,9 +69,20 @@ pub(crate) struct State {
     /// The end of the response data sent so far, and when the client had acknowledged all of it.
     resp_nxt: Option<Seq>,
     resp_all_acked: Ts,
+    count: u32,
+}
+
+#[derive(Default, Debug)]
+struct Delays {
+    retrans_ns: i64,
+    /// Since when the client's window has been zero, and the time it was.
+    zero_since: Ts,
+    window_ns: i64,
+    /// Held time in the request and in the response.
+    held_req_ns: i64,
+    held_resp_ns: i64,
     /// Pauses inside the response with nothing in flight (server time).
     pause_ns: i64,
-    count: u32,
 }
 
 /// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
@@ -109,11 +119,16 @@ impl Exchanges {
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             if seg.window > 0 {
-                if let Some(z) = st.zero_since.take() {
-                    st.window_ns += ev.at.ts_ns - z;
+                if let Some(d) = st.delays.peek_mut() {
+                    if let Some(z) = d.zero_since.take() {
+                        d.window_ns += ev.at.ts_ns - z;
+                    }
                 }
-            } else if st.zero_since.is_none() {
-                st.zero_since = ev.at.into();
+            } else {
+                let d = st.delays.get();
+                if d.zero_since.is_none() {
+                    d.zero_since = ev.at.into();
+                }
             }
         }
         if seg.flags.ack() {
@@ -144,7 +159,10 @@ impl Exchanges {
                         out.push(x);
                     }
                 }
-                st.held_req_ns += held(st.req_last, st.server_ack, ev.at);
+                let h = held(st.req_last, st.server_ack, ev.at);
+                if h != 0 {
+                    st.delays.get().held_req_ns += h;
+                }
                 st.req_first.get_or_insert(ev.at);
                 st.req_last = ev.at.into();
                 if ev.new_data {
@@ -157,26 +175,25 @@ impl Exchanges {
                 }
                 if st.resp_first.is_some() && !ev.retransmission {
                     let h = held(st.last_server_send, st.client_ack, ev.at);
-                    st.held_resp_ns += h;
+                    if h != 0 {
+                        st.delays.get().held_resp_ns += h;
+                    }
+                    let zero = st.delays.peek().is_some_and(|d| !d.zero_since.is_none());
                     // Nothing in flight, the window open, not a held segment: the server paused.
-                    if let Some(idle) = st
-                        .resp_all_acked
-                        .get()
-                        .filter(|_| h == 0 && st.zero_since.is_none())
-                    {
+                    if let Some(idle) = st.resp_all_acked.get().filter(|_| h == 0 && !zero) {
                         // Beyond the round trip from the capture point to the server and back
                         // (the ACK travelling to the server, the data coming back).
                         let net = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
                         let pause = ev.at.ts_ns - idle - net;
                         if pause >= HOLD_MIN {
-                            st.pause_ns += pause;
+                            st.delays.get().pause_ns += pause;
                         }
                     }
                 }
                 st.resp_first.get_or_insert(ev.at);
                 if ev.retransmission {
                     if let Some(prev) = st.last_server_send.get() {
-                        st.retrans_ns += ev.at.ts_ns - prev;
+                        st.delays.get().retrans_ns += ev.at.ts_ns - prev;
                     }
                 }
                 if ev.new_data {
@@ -218,19 +235,19 @@ impl State {
         };
         self.count += 1;
         let latency = end.ts_ns - start.ts_ns;
+        let d = taken.delays.peek();
+        let delay = |f: fn(&Delays) -> i64| d.map_or(0, f);
         let spread = (req_last - start.ts_ns).max(0);
-        let held_req = taken.held_req_ns.min(spread);
+        let held_req = delay(|d| d.held_req_ns).min(spread);
         let client = spread - held_req;
         let wait = (first.ts_ns - req_last).max(0);
         let network = c.handshake.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
         let server = wait - network;
         let delivery = (end.ts_ns - first.ts_ns).max(0);
-        let retransmission = taken.retrans_ns.min(delivery);
-        let window = taken.window_ns.min(delivery - retransmission);
-        let held_resp = taken.held_resp_ns.min(delivery - retransmission - window);
-        let pause = taken
-            .pause_ns
-            .min(delivery - retransmission - window - held_resp);
+        let retransmission = delay(|d| d.retrans_ns).min(delivery);
+        let window = delay(|d| d.window_ns).min(delivery - retransmission);
+        let held_resp = delay(|d| d.held_resp_ns).min(delivery - retransmission - window);
+        let pause = delay(|d| d.pause_ns).min(delivery - retransmission - window - held_resp);
         let transfer = delivery - retransmission - window - held_resp - pause;
         Some(Exchange {
             connection: c.id,
