@@ -154,6 +154,72 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
 /// (yet): filled later, they are reordering; acknowledged but never seen, capture loss.
 const MAX_HOLES: usize = 3;
 
+/// Holes in a sender's sequence space, oldest first (`MAX_HOLES` at most).
+#[derive(Clone, Debug, Default)]
+struct Holes {
+    ranges: [(Seq, Seq); MAX_HOLES],
+    count: u8,
+}
+
+impl Holes {
+    fn add(&mut self, from: Seq, to: Seq) {
+        let n = usize::from(self.count);
+        if n < MAX_HOLES {
+            self.ranges[n] = (from, to);
+            self.count += 1;
+        } else {
+            // Forget the oldest hole.
+            self.ranges.rotate_left(1);
+            self.ranges[MAX_HOLES - 1] = (from, to);
+        }
+    }
+
+    /// If `[from, to)` lies inside a hole, shrink the hole and return true.
+    fn fill(&mut self, from: Seq, to: Seq) -> bool {
+        let n = usize::from(self.count);
+        for i in 0..n {
+            let (a, b) = self.ranges[i];
+            if from >= a && to <= b {
+                if from == a {
+                    self.ranges[i].0 = to;
+                } else if to == b {
+                    self.ranges[i].1 = from;
+                } else {
+                    // Filling the middle: keep the left part (the hole list is best effort).
+                    self.ranges[i].1 = from;
+                }
+                if self.ranges[i].0 >= self.ranges[i].1 {
+                    self.remove(i);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn remove(&mut self, i: usize) {
+        let n = usize::from(self.count);
+        self.ranges.copy_within(i + 1..n, i);
+        self.count -= 1;
+    }
+
+    /// Close the holes `ack` covers (the capture missed those bytes); their size in bytes.
+    fn acked(&mut self, ack: Seq) -> u64 {
+        let mut missed = 0;
+        let mut i = 0;
+        while i < usize::from(self.count) {
+            let (a, b) = self.ranges[i];
+            if ack >= b {
+                missed += u64::from(b.diff(a).max(0) as u32);
+                self.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        missed
+    }
+}
+
 /// Everything tcpwhy knows about one side of a connection.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
@@ -208,11 +274,15 @@ pub struct Endpoint {
     /// Time for this side's data to be acknowledged by the peer, as seen from the capture point.
     pub ack_rtt: RttStats,
     /// The segment being timed for `ack_rtt` (Karn: only never-retransmitted data).
-    timed: Option<(Seq, i64)>,
+    /// (The end of its sequence range, and when it was sent; none when `timed_at` is.)
+    timed_end: Seq,
+    timed_at: Ts,
     /// A TSval this side sent and when it was first seen, waiting for the peer's echo.
-    ts_pending: Option<(u32, i64)>,
-    holes: [(Seq, Seq); MAX_HOLES],
-    hole_count: u8,
+    /// (None when `ts_pending_at` is.)
+    ts_pending: u32,
+    ts_pending_at: Ts,
+    /// Allocated at the first hole (most sides of most connections never have one).
+    holes: Option<Box<Holes>>,
     /// The last segment's identity (a hash of the headers that change between two sends);
     /// `last_ts` says when it was seen.
     pub(crate) last_sig: u32,
@@ -252,10 +322,11 @@ impl Endpoint {
             rst: None,
             last_ts: ts_ns,
             ack_rtt: RttStats::default(),
-            timed: None,
-            ts_pending: None,
-            holes: [(Seq(0), Seq(0)); MAX_HOLES],
-            hole_count: 0,
+            timed_end: Seq(0),
+            timed_at: Ts::NONE,
+            ts_pending: 0,
+            ts_pending_at: Ts::NONE,
+            holes: None,
             last_sig: 0,
         }
     }
@@ -288,7 +359,9 @@ impl Endpoint {
                     // A new ISN defines the sequence space: forget numbers seen before it
                     // (a stale ACK from earlier state on the tuple).
                     self.next_seq = None;
-                    self.hole_count = 0;
+                    if let Some(h) = &mut self.holes {
+                        h.count = 0;
+                    }
                     self.isn = Some(seg.seq);
                     self.first_syn = Some(at);
                     self.mss = o.mss;
@@ -360,8 +433,9 @@ impl Endpoint {
         if old > 0 {
             self.count_retransmission_bytes(old);
         }
-        if self.timed.is_none() && old == 0 {
-            self.timed = Some((end, at.ts_ns));
+        if self.timed_at.is_none() && old == 0 {
+            self.timed_end = end;
+            self.timed_at = Ts::new(at.ts_ns);
         }
     }
 
@@ -375,49 +449,19 @@ impl Endpoint {
         self.retrans_bytes += u64::from(len);
         self.retrans_segments += 1;
         // Karn's rule: an RTT sample spanning a retransmission is ambiguous.
-        self.timed = None;
-        self.ts_pending = None;
+        self.timed_at = Ts::NONE;
+        self.ts_pending_at = Ts::NONE;
     }
 
     fn add_hole(&mut self, from: Seq, to: Seq) {
-        let n = usize::from(self.hole_count);
-        if n < MAX_HOLES {
-            self.holes[n] = (from, to);
-            self.hole_count += 1;
-        } else {
-            // Forget the oldest hole.
-            self.holes.rotate_left(1);
-            self.holes[MAX_HOLES - 1] = (from, to);
-        }
+        self.holes
+            .get_or_insert_with(Default::default)
+            .add(from, to);
     }
 
     /// If `[from, to)` lies inside a hole, shrink the hole and return true.
     fn fill_hole(&mut self, from: Seq, to: Seq) -> bool {
-        let n = usize::from(self.hole_count);
-        for i in 0..n {
-            let (a, b) = self.holes[i];
-            if from >= a && to <= b {
-                if from == a {
-                    self.holes[i].0 = to;
-                } else if to == b {
-                    self.holes[i].1 = from;
-                } else {
-                    // Filling the middle: keep the left part (the hole list is best effort).
-                    self.holes[i].1 = from;
-                }
-                if self.holes[i].0 >= self.holes[i].1 {
-                    self.remove_hole(i);
-                }
-                return true;
-            }
-        }
-        false
-    }
-
-    fn remove_hole(&mut self, i: usize) {
-        let n = usize::from(self.hole_count);
-        self.holes.copy_within(i + 1..n, i);
-        self.hole_count -= 1;
+        self.holes.as_mut().is_some_and(|h| h.fill(from, to))
     }
 
     /// The peer acknowledged up to `ack` (echoing `tsecr` if it uses timestamps): close holes
@@ -425,15 +469,8 @@ impl Endpoint {
     /// over data being timed. A timestamp echo of the pending TSval gives an unambiguous sample
     /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn).
     pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, ts_ns: i64) {
-        let mut i = 0;
-        while i < usize::from(self.hole_count) {
-            let (a, b) = self.holes[i];
-            if ack >= b {
-                self.unseen_acked_bytes += u64::from(b.diff(a).max(0) as u32);
-                self.remove_hole(i);
-            } else {
-                i += 1;
-            }
+        if let Some(h) = &mut self.holes {
+            self.unseen_acked_bytes += h.acked(ack);
         }
         if let Some(next) = self.next_seq {
             if ack > next {
@@ -442,12 +479,15 @@ impl Endpoint {
                 self.next_seq = Some(ack);
             }
         }
-        let Some((end, t0)) = self.timed else { return };
+        let (end, Some(t0)) = (self.timed_end, self.timed_at.get()) else {
+            return;
+        };
         if ack < end {
             return;
         }
-        self.timed = None;
-        match (tsecr, self.ts_pending.take()) {
+        self.timed_at = Ts::NONE;
+        let pending = self.ts_pending_at.take().map(|t| (self.ts_pending, t));
+        match (tsecr, pending) {
             (Some(echo), Some((v, t_v))) if echo == v => self.ack_rtt.add(ts_ns - t_v),
             (Some(_), Some(_)) => {}
             _ => self.ack_rtt.add(ts_ns - t0),
@@ -456,8 +496,9 @@ impl Endpoint {
 
     /// Remember the TSval of the timed data segment, for `on_acked`.
     pub(crate) fn on_tsval(&mut self, tsval: u32, ts_ns: i64) {
-        if self.timed.is_some() && self.ts_pending.is_none() {
-            self.ts_pending = Some((tsval, ts_ns));
+        if !self.timed_at.is_none() && self.ts_pending_at.is_none() {
+            self.ts_pending = tsval;
+            self.ts_pending_at = Ts::new(ts_ns);
         }
     }
 }
