@@ -39,25 +39,19 @@ const KEEP: usize = 4;
 const MAX_FLIGHTS: usize = 64;
 
 /// The burst being sent: its flights (round trips) counted as they close, without a list.
-/// What a restart needs shown (when the burst began, its flights) is kept only for a burst
-/// after an idle gap, the only kind that can be one (`AfterIdle`); the first burst of a
-/// direction only sets the window the sender reached (inline, the list and the times of every
-/// burst took 112 bytes per direction of every connection).
+/// What a restart needs shown (when the burst began, its flights, the window before it) is
+/// kept only for a burst after an idle gap, the only kind that can be one (`AfterIdle`); the
+/// first burst of a direction only sets the window the sender reached (inline, the list and
+/// the times of every burst took 112 bytes per direction of every connection).
 #[derive(Default, Debug)]
 struct Burst {
     /// Flights so far (at most `MAX_FLIGHTS`: later segments join the last one).
     flights: u32,
-    /// Segments of the first flight (final once it has closed).
-    first_segments: u32,
     /// The flight being sent: segments and bytes.
     cur_segments: u32,
     cur_bytes: u64,
     /// Segments of the flight before the current one.
     prev_segments: u32,
-    /// The largest closed flight of this burst (the first to reach that size), and the window
-    /// (bytes) it shows.
-    max_segments: u32,
-    max_window: u64,
     bytes: u64,
     /// The sender retransmitted since the previous burst began: a small window now is loss
     /// recovery (cwnd cut by a timeout), not a restart after idle.
@@ -75,6 +69,8 @@ struct AfterIdle {
     before_gap: Option<At>,
     first: Option<At>,
     first_flight_last: Option<At>,
+    /// The largest flight before the burst and the window (bytes) it showed.
+    earlier: (u32, u64),
     /// Segments per flight (the closed ones).
     flights: Vec<u32>,
 }
@@ -89,44 +85,11 @@ impl AfterIdle {
     }
 }
 
-impl Burst {
-    /// The current flight is complete: fold it into the counts.
-    fn close_flight(&mut self) {
-        if self.flights == 0 {
-            return;
-        }
-        let (n, bytes) = (self.cur_segments, self.cur_bytes);
-        if self.flights == 1 {
-            self.first_segments = n;
-        }
-        if n > self.max_segments {
-            // Still doubling (slow start) when the burst ran out of data: the window had grown
-            // to about twice this flight by then.
-            let growing =
-                self.flights > 1 && u64::from(n) * 10 >= u64::from(self.prev_segments) * 18;
-            self.max_segments = n;
-            self.max_window = if growing { bytes * 2 } else { bytes };
-        }
-        self.prev_segments = n;
-        if let Some(idle) = self.idle.peek_mut() {
-            idle.flights.push(n);
-        }
-    }
-
-    /// A new flight starts with a segment of `len` bytes.
-    fn push(&mut self, len: u64) {
-        self.close_flight();
-        self.flights += 1;
-        self.cur_segments = 1;
-        self.cur_bytes = len;
-    }
-}
-
 #[derive(Default, Debug)]
 pub(crate) struct State {
     last_data: Option<At>,
-    /// The largest flight of the bursts before the current one, and the window (bytes) the
-    /// sender had reached then.
+    /// The largest flight so far (closed flights), and the window (bytes) the sender had
+    /// reached then.
     largest_flight: u32,
     largest_flight_bytes: u64,
     burst: Burst,
@@ -147,24 +110,54 @@ struct Found {
 pub struct SlowStartRestart {}
 
 impl State {
-    /// Close the current burst: was it a restart? Leaves an empty burst (keeping the
-    /// after-idle record's allocation for the next one).
-    fn end_burst(&mut self) {
+    /// The current flight is complete: is it the largest yet?
+    fn close_flight(&mut self) {
         let b = &mut self.burst;
         if b.flights == 0 {
             return;
         }
-        b.close_flight();
-        let first_flight = b.first_segments;
+        let (n, bytes) = (b.cur_segments, b.cur_bytes);
+        if n > self.largest_flight {
+            // Still doubling (slow start) when the burst ran out of data: the window had grown
+            // to about twice this flight by then.
+            let growing = b.flights > 1 && u64::from(n) * 10 >= u64::from(b.prev_segments) * 18;
+            self.largest_flight = n;
+            self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
+        }
+        b.prev_segments = n;
+        if let Some(idle) = b.idle.peek_mut() {
+            idle.flights.push(n);
+        }
+    }
+
+    /// A new flight starts with a segment of `len` bytes.
+    fn push(&mut self, len: u64) {
+        self.close_flight();
+        let b = &mut self.burst;
+        b.flights += 1;
+        b.cur_segments = 1;
+        b.cur_bytes = len;
+    }
+
+    /// Close the current burst: was it a restart? Leaves an empty burst (keeping the
+    /// after-idle record's allocation for the next one).
+    fn end_burst(&mut self) {
+        if self.burst.flights == 0 {
+            return;
+        }
+        self.close_flight();
+        let b = &mut self.burst;
         if let Some(idle) = b.idle.peek() {
+            let first_flight = idle.flights.first().copied().unwrap_or(0);
+            let (largest, largest_bytes) = idle.earlier;
             if idle.before_gap.is_some()
                 && !b.after_loss
                 && b.flights >= 2
                 && first_flight <= RESTART_MAX_SEGMENTS
-                && self.largest_flight >= 2 * first_flight
-                && self.largest_flight_bytes > 0
+                && largest >= 2 * first_flight
+                && largest_bytes > 0
             {
-                let needed = b.bytes.div_ceil(self.largest_flight_bytes).max(1) as u32;
+                let needed = b.bytes.div_ceil(largest_bytes).max(1) as u32;
                 let actual = b.flights;
                 if actual > needed {
                     let f = self.found.get();
@@ -175,10 +168,6 @@ impl State {
                     }
                 }
             }
-        }
-        if b.max_segments > self.largest_flight {
-            self.largest_flight = b.max_segments;
-            self.largest_flight_bytes = b.max_window;
         }
         let idle = std::mem::take(&mut b.idle);
         *b = Burst {
@@ -223,14 +212,16 @@ impl Detector for SlowStartRestart {
             st.end_burst();
             st.burst.after_loss = std::mem::take(&mut st.loss_seen);
             if gap != i64::MAX {
+                let earlier = (st.largest_flight, st.largest_flight_bytes);
                 let i = st.burst.idle.get();
                 i.before_gap = st.last_data;
                 i.first = Some(ev.at);
                 i.first_flight_last = Some(ev.at);
+                i.earlier = earlier;
             }
-            st.burst.push(len);
+            st.push(len);
         } else if gap > flight_gap && st.burst.flights < MAX_FLIGHTS as u32 {
-            st.burst.push(len);
+            st.push(len);
         } else if st.burst.flights > 0 {
             st.burst.cur_segments += 1;
             st.burst.cur_bytes += len;
@@ -331,7 +322,7 @@ mod tests {
     fn flights_folded_as_they_close_give_the_window_of_the_whole_list() {
         // Random bursts of random flights, the state fed one flight at a time (as segments
         // arrive): after each burst the largest flight and its window equal the rule applied
-        // to the burst's list, and an after-idle burst keeps that list.
+        // to the burst's list, and an after-idle burst keeps that list and the window before.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rnd = |m: u64| {
             x ^= x << 13;
@@ -350,22 +341,28 @@ mod tests {
                     })
                     .collect();
                 if burst > 0 {
-                    st.burst.idle.get().before_gap = Some(At::new(1, 0));
+                    let i = st.burst.idle.get();
+                    i.before_gap = Some(At::new(1, 0));
+                    i.earlier = want;
                 }
                 for &(n, bytes) in &flights {
                     // The flight opens with a segment; the rest of it joins it.
-                    st.burst.push(bytes / u64::from(n));
+                    st.push(bytes / u64::from(n));
                     st.burst.cur_segments = n;
                     st.burst.cur_bytes = bytes;
                     st.burst.bytes += bytes;
                 }
                 if burst > 0 {
-                    st.burst.close_flight();
-                    let listed = st.burst.idle.peek().map(|i| i.flights.clone());
+                    let i = st.burst.idle.peek().expect("after idle");
+                    let listed: Vec<u32> = i
+                        .flights
+                        .iter()
+                        .copied()
+                        .chain([st.burst.cur_segments])
+                        .collect();
                     let segs: Vec<u32> = flights.iter().map(|f| f.0).collect();
-                    assert_eq!(listed, Some(segs));
-                    // Closing again must not count the last flight twice: undo the extra push.
-                    st.burst.idle.get().flights.pop();
+                    assert_eq!(listed, segs);
+                    assert_eq!(i.earlier, want);
                 }
                 want = by_list(want, &flights);
                 st.end_burst();
