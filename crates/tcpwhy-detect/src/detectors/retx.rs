@@ -114,12 +114,15 @@ const RING: usize = 128;
 #[derive(Default, Debug)]
 pub(crate) struct Sender {
     sent: VecDeque<(Seq, Seq, At)>,
-    /// The peer's highest ACK, duplicate ACKs since it advanced, SACK seen since.
-    last_ack: Option<Seq>,
+    /// The peer's highest ACK (once `acked`), duplicate ACKs since it advanced, SACK seen
+    /// since.
+    last_ack: Seq,
+    acked: bool,
     dupacks: u32,
     sacked: bool,
-    /// The last retransmitted sequence and how often it was sent again (backoff).
-    last_retx: Option<(Seq, u32)>,
+    /// The last retransmitted sequence and how often it was sent again (backoff; 0: none
+    /// yet). Without Options: 8 bytes per direction of every connection.
+    last_retx: (Seq, u32),
 }
 
 /// A retransmission, classified.
@@ -145,13 +148,14 @@ impl Sender {
         if ev.from != me {
             // The peer's ACKs about our data.
             if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
-                match self.last_ack {
+                match self.acked.then_some(self.last_ack) {
                     Some(a) if seg.ack == a && seg.payload_len == 0 && !seg.flags.fin() => {
                         self.dupacks += 1;
                     }
                     Some(a) if seg.ack <= a => {}
                     _ => {
-                        self.last_ack = Some(seg.ack);
+                        self.last_ack = seg.ack;
+                        self.acked = true;
                         self.dupacks = 0;
                         self.sacked = false;
                     }
@@ -188,10 +192,10 @@ impl Sender {
             .find(|(a, b, _)| *a <= start && start < *b)
             .map(|x| x.2);
         let attempt = match self.last_retx {
-            Some((s, n)) if s == start => n + 1,
+            (s, n) if n > 0 && s == start => n + 1,
             _ => 1,
         };
-        self.last_retx = Some((start, attempt));
+        self.last_retx = (start, attempt);
         let highest = c.endpoint(me).next_seq.unwrap_or(end);
         Some(Retx {
             original,
@@ -264,7 +268,8 @@ mod tests {
         for i in 0..10u32 {
             push(l.get(used), i);
         }
-        l.get(used).sender.last_ack = Some(Seq(7));
+        l.get(used).sender.last_ack = Seq(7);
+        l.get(used).sender.acked = true;
         l.get(used).sender.dupacks = 2;
         let cap = {
             let st = l.finish(used).expect("looked at");
@@ -279,7 +284,7 @@ mod tests {
         let st = l.get(used);
         assert_eq!(st.sender.sent.len(), 0);
         assert!(
-            st.sender.last_ack.is_none() && st.sender.dupacks == 0,
+            !st.sender.acked && st.sender.dupacks == 0,
             "no fact of the old connection survives"
         );
         assert_eq!(st.sender.sent.capacity(), cap, "the buffer is kept");
