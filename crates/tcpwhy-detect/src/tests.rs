@@ -298,6 +298,36 @@ fn path_latency_on_long_round_trips_only() {
 }
 
 #[test]
+fn path_latency_keeps_the_first_64_exchanges() {
+    // 70 exchanges of one 80 ms round trip each (the n-th takes n ms more, to tell them
+    // apart): the details list the first 64, the first exchange's own latency first.
+    let mut lines: Vec<Line> = HS
+        .iter()
+        .map(|l| (l.0 * 8, l.1, l.2, l.3, l.4, l.5, l.6, l.7))
+        .collect();
+    for n in 0..70u32 {
+        let t = 80 + i64::from(n) * 200;
+        let (c, s) = (1001 + n * 100, 5001 + n * 100);
+        lines.push((t, C, ACK | PSH, c, s, 100, 1000, &[]));
+        lines.push((
+            t + 80 + i64::from(n),
+            S,
+            ACK | PSH,
+            s,
+            c + 100,
+            100,
+            1000,
+            &[],
+        ));
+    }
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["path-latency"], "{f:?}");
+    let ms: Vec<f64> = (0..64).map(|n| 80.0 + f64::from(n)).collect();
+    assert_eq!(f[0].details["exchange_ms"], serde_json::json!(ms));
+    assert_eq!(f[0].details["exchanges"], 64);
+}
+
+#[test]
 fn client_delay_after_the_handshake_but_not_when_the_server_speaks_first() {
     let f = run(&with_hs(&[
         (210, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),

@@ -36,18 +36,22 @@ pub(crate) struct State {
     request_first: Option<At>,
     response_last: Option<At>,
     in_response: bool,
-    /// Exchange latencies (first request byte to last response byte).
-    exchanges: Vec<i64>,
+    /// The first exchange (its first request and last response segments) and the latencies
+    /// (first request byte to last response byte) of the ones after it: most connections
+    /// have one, whose latency is that of `first_exchange` (a list of all of them was an
+    /// allocation per connection).
     first_exchange: Option<(At, At)>,
+    more: Vec<i64>,
 }
 
 impl State {
     fn close_exchange(&mut self) {
         if let (Some(q), Some(r)) = (self.request_first, self.response_last) {
-            if self.exchanges.len() < KEEP {
-                self.exchanges.push(r.ts_ns - q.ts_ns);
+            if self.first_exchange.is_none() {
+                self.first_exchange = Some((q, r));
+            } else if self.more.len() + 1 < KEEP {
+                self.more.push(r.ts_ns - q.ts_ns);
             }
-            self.first_exchange.get_or_insert((q, r));
         }
         self.request_first = None;
         self.response_last = None;
@@ -57,10 +61,10 @@ impl State {
 
 impl super::Recycle for State {
     fn recycle(&mut self) {
-        let mut exchanges = std::mem::take(&mut self.exchanges);
-        super::recycle_vec(&mut exchanges, KEEP);
+        let mut more = std::mem::take(&mut self.more);
+        super::recycle_vec(&mut more, KEEP);
         *self = State::default();
-        self.exchanges = exchanges;
+        self.more = more;
     }
 }
 
@@ -111,17 +115,20 @@ impl Detector for PathLatency {
         let Some((q, r)) = st.first_exchange else {
             return;
         };
-        let mut sorted = st.exchanges.clone();
+        let exchanges: Vec<i64> = std::iter::once(r.ts_ns - q.ts_ns)
+            .chain(st.more.iter().copied())
+            .collect();
+        let mut sorted = exchanges.clone();
         sorted.sort_unstable();
         let median = sorted[(sorted.len() - 1) / 2];
         // Dominated by the path: the typical exchange is one to three round trips.
         if median > 3 * rtt + rtt / 2 {
             return;
         }
-        let rounds: Vec<i64> = st.exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
+        let rounds: Vec<i64> = exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
         let hs = c.handshake.rtt_ns().unwrap_or(0);
         let cost = hs
-            + st.exchanges
+            + exchanges
                 .iter()
                 .zip(&rounds)
                 .map(|(l, n)| (n * rtt).min(*l))
@@ -142,7 +149,7 @@ impl Detector for PathLatency {
         f.explanation = format!(
             "The round trip between client and server is {}; {} exchanges took {} each (median, about {} round trips): {} of the connection's time is the path itself.",
             ms(rtt),
-            st.exchanges.len(),
+            exchanges.len(),
             ms(median),
             (median + rtt / 4) / rtt,
             ms(cost)
@@ -150,8 +157,8 @@ impl Detector for PathLatency {
         f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
         f.details = json!({
             "rtt_ms": ms_f(rtt),
-            "exchanges": st.exchanges.len(),
-            "exchange_ms": st.exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
+            "exchanges": exchanges.len(),
+            "exchange_ms": exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
             "round_trips": rounds,
         });
         out.push(f);
