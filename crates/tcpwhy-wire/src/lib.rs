@@ -72,7 +72,6 @@ impl TcpSegment {
             window_scale: None,
             sack_permitted: false,
             timestamp: None,
-            sack: [(Seq(0), Seq(0)); MAX_SACK_BLOCKS],
             sack_count: 0,
         },
         ip_id: 0,
