@@ -34,8 +34,8 @@ const KEEP: usize = 64;
 #[derive(Default, Debug)]
 pub(crate) struct State {
     request_first: Option<At>,
+    /// The last response segment so far; set once a response has begun.
     response_last: Option<At>,
-    in_response: bool,
     /// The first exchange (its first request and last response segments) and the latencies
     /// (first request byte to last response byte) of the ones after it: most connections
     /// have one, whose latency is that of `first_exchange` (a list of all of them was an
@@ -55,7 +55,6 @@ impl State {
         }
         self.request_first = None;
         self.response_last = None;
-        self.in_response = false;
     }
 }
 
@@ -90,14 +89,14 @@ impl Detector for PathLatency {
         let st = cs.path_latency.get(&mut cs.used);
         match ev.from {
             Side::Client => {
-                if st.in_response {
+                // A response has begun (its last segment so far is known): a new request.
+                if st.response_last.is_some() {
                     st.close_exchange();
                 }
                 st.request_first.get_or_insert(ev.at);
             }
             Side::Server => {
                 if st.request_first.is_some() {
-                    st.in_response = true;
                     st.response_last = Some(ev.at);
                 }
             }
