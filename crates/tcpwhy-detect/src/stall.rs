@@ -87,10 +87,17 @@ pub(crate) struct Dir {
     active: bool,
     run_bytes: u64,
     last_progress: Option<At>,
-    snd_nxt: Option<Seq>,
-    snd_una: Option<Seq>,
+    /// The sender's next sequence number, the highest ACK from the receiver and the receiver's
+    /// window, each valid once its flag is set (as Options they took 8 bytes more per
+    /// direction of every connection): read them through `snd_nxt()`, `snd_una()`,
+    /// `window()`.
+    snd_nxt_v: Seq,
+    snd_una_v: Seq,
+    window_v: u32,
+    has_nxt: bool,
+    has_una: bool,
+    has_window: bool,
     last_len: u32,
-    window: Option<u32>,
     /// The receiver advertised a zero window since the last progress.
     zero_seen: bool,
     /// The peer has sent data on this connection; `responding` when this run began after it.
@@ -132,8 +139,10 @@ impl Stalls {
             if !d.active {
                 *d = Dir {
                     active: true,
-                    snd_una: d.snd_una.or(Some(seg.seq)),
-                    window: d.window,
+                    snd_una_v: d.snd_una().unwrap_or(seg.seq),
+                    has_una: true,
+                    window_v: d.window_v,
+                    has_window: d.has_window,
                     peer_data: d.peer_data,
                     responding: d.peer_data,
                     last_retx: d.last_retx,
@@ -155,8 +164,9 @@ impl Stalls {
                 d.last_progress = Some(ev.at);
                 d.zero_seen = false;
                 d.last_len = seg.payload_len;
-                if d.snd_nxt.is_none_or(|n| end > n) {
-                    d.snd_nxt = Some(end);
+                if d.snd_nxt().is_none_or(|n| end > n) {
+                    d.snd_nxt_v = end;
+                    d.has_nxt = true;
                 }
             }
         }
@@ -172,21 +182,23 @@ impl Stalls {
             d.peer_data = true;
         }
         if seg.flags.ack() {
-            let advanced = d.snd_una.is_none_or(|u| seg.ack > u);
+            let advanced = d.snd_una().is_none_or(|u| seg.ack > u);
             if d.active && advanced {
                 d.check(c.id, peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
             }
             if advanced {
-                d.snd_una = Some(seg.ack);
+                d.snd_una_v = seg.ack;
+                d.has_una = true;
                 if d.active {
                     d.last_progress = Some(ev.at);
                     d.zero_seen = false;
                 }
             }
         }
-        if window.is_some() {
-            d.window = window;
-            d.zero_seen |= window == Some(0);
+        if let Some(w) = window {
+            d.window_v = w;
+            d.has_window = true;
+            d.zero_seen |= w == 0;
         }
     }
 
@@ -197,8 +209,20 @@ impl Stalls {
 }
 
 impl Dir {
+    fn snd_nxt(&self) -> Option<Seq> {
+        self.has_nxt.then_some(self.snd_nxt_v)
+    }
+
+    fn snd_una(&self) -> Option<Seq> {
+        self.has_una.then_some(self.snd_una_v)
+    }
+
+    fn window(&self) -> Option<u32> {
+        self.has_window.then_some(self.window_v)
+    }
+
     fn in_flight(&self) -> u64 {
-        match (self.snd_nxt, self.snd_una) {
+        match (self.snd_nxt(), self.snd_una()) {
             (Some(n), Some(u)) if n > u => u64::from(n.diff(u).unsigned_abs()),
             _ => 0,
         }
@@ -225,11 +249,11 @@ impl Dir {
         let in_flight = self.in_flight();
         let class = match how {
             Resume::Retransmission => StallClass::Retransmission,
-            _ if self.zero_seen || self.window == Some(0) => StallClass::ZeroWindow,
+            _ if self.zero_seen || self.window() == Some(0) => StallClass::ZeroWindow,
             Resume::NewData if in_flight == 0 => StallClass::SenderLimited,
             _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
             _ if self
-                .window
+                .window()
                 .map(u64::from)
                 .is_some_and(|w| in_flight + mss > w && 2 * in_flight >= w) =>
             {
@@ -249,7 +273,7 @@ impl Dir {
             cost_ns: (gap - rtt).max(0),
             class,
             in_flight,
-            window: self.window,
+            window: self.window(),
             run_bytes: self.run_bytes,
             responding: self.responding,
             last_retransmission_ns: self.last_retx.get(),
