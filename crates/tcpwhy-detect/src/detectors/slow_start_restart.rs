@@ -38,29 +38,6 @@ const KEEP: usize = 4;
 /// response after idle (later flights are folded into the last one: bounded memory).
 const MAX_FLIGHTS: usize = 64;
 
-/// The burst being sent: its flights (round trips) counted as they close, without a list.
-/// What a restart needs shown (when the burst began, its flights, the window before it) is
-/// kept only for a burst after an idle gap, the only kind that can be one (`AfterIdle`); the
-/// first burst of a direction only sets the window the sender reached (inline, the list and
-/// the times of every burst took 112 bytes per direction of every connection).
-#[derive(Default, Debug)]
-struct Burst {
-    /// Flights so far (at most `MAX_FLIGHTS`: later segments join the last one).
-    flights: u32,
-    /// The flight being sent: segments and bytes.
-    cur_segments: u32,
-    cur_bytes: u64,
-    /// Segments of the flight before the current one.
-    prev_segments: u32,
-    bytes: u64,
-    /// The sender retransmitted since the previous burst began: a small window now is loss
-    /// recovery (cwnd cut by a timeout), not a restart after idle.
-    after_loss: bool,
-    /// Set for a burst after an idle gap (allocated at a direction's first such gap and used
-    /// again for the next).
-    idle: Rare<AfterIdle>,
-}
-
 /// A burst after an idle gap, as a finding shows it.
 #[derive(Default, Debug, Clone)]
 struct AfterIdle {
@@ -85,6 +62,12 @@ impl AfterIdle {
     }
 }
 
+/// One direction: the window it reached and the burst being sent, its flights (round trips)
+/// counted as they close, without a list. What a restart needs shown (when the burst began,
+/// its flights, the window before it) is kept only for a burst after an idle gap, the only
+/// kind that can be one (`AfterIdle`); the first burst of a direction only sets the window
+/// the sender reached (the list and the times of every burst took 112 bytes per direction of
+/// every connection).
 #[derive(Default, Debug)]
 pub(crate) struct State {
     last_data: Option<At>,
@@ -92,8 +75,21 @@ pub(crate) struct State {
     /// reached then.
     largest_flight: u32,
     largest_flight_bytes: u64,
-    burst: Burst,
+    /// The burst: flights so far (at most `MAX_FLIGHTS`: later segments join the last one),
+    /// the one being sent (segments and bytes), the segments of the one before it, and the
+    /// burst's bytes.
+    flights: u8,
+    cur_segments: u32,
+    cur_bytes: u64,
+    prev_segments: u32,
+    burst_bytes: u64,
+    /// The sender retransmitted since the previous burst began: a small window now is loss
+    /// recovery (cwnd cut by a timeout), not a restart after idle.
+    after_loss: bool,
     loss_seen: bool,
+    /// Set for a burst after an idle gap (allocated at a direction's first such gap and used
+    /// again for the next).
+    idle: Rare<AfterIdle>,
     /// The restarts: most directions have none.
     found: Rare<Found>,
 }
@@ -112,20 +108,20 @@ pub struct SlowStartRestart {}
 impl State {
     /// The current flight is complete: is it the largest yet?
     fn close_flight(&mut self) {
-        let b = &mut self.burst;
-        if b.flights == 0 {
+        if self.flights == 0 {
             return;
         }
-        let (n, bytes) = (b.cur_segments, b.cur_bytes);
+        let (n, bytes) = (self.cur_segments, self.cur_bytes);
         if n > self.largest_flight {
             // Still doubling (slow start) when the burst ran out of data: the window had grown
             // to about twice this flight by then.
-            let growing = b.flights > 1 && u64::from(n) * 10 >= u64::from(b.prev_segments) * 18;
+            let growing =
+                self.flights > 1 && u64::from(n) * 10 >= u64::from(self.prev_segments) * 18;
             self.largest_flight = n;
             self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
         }
-        b.prev_segments = n;
-        if let Some(idle) = b.idle.peek_mut() {
+        self.prev_segments = n;
+        if let Some(idle) = self.idle.peek_mut() {
             idle.flights.push(n);
         }
     }
@@ -133,32 +129,30 @@ impl State {
     /// A new flight starts with a segment of `len` bytes.
     fn push(&mut self, len: u64) {
         self.close_flight();
-        let b = &mut self.burst;
-        b.flights += 1;
-        b.cur_segments = 1;
-        b.cur_bytes = len;
+        self.flights += 1;
+        self.cur_segments = 1;
+        self.cur_bytes = len;
     }
 
     /// Close the current burst: was it a restart? Leaves an empty burst (keeping the
     /// after-idle record's allocation for the next one).
     fn end_burst(&mut self) {
-        if self.burst.flights == 0 {
+        if self.flights == 0 {
             return;
         }
         self.close_flight();
-        let b = &mut self.burst;
-        if let Some(idle) = b.idle.peek() {
+        if let Some(idle) = self.idle.peek() {
             let first_flight = idle.flights.first().copied().unwrap_or(0);
             let (largest, largest_bytes) = idle.earlier;
             if idle.before_gap.is_some()
-                && !b.after_loss
-                && b.flights >= 2
+                && !self.after_loss
+                && self.flights >= 2
                 && first_flight <= RESTART_MAX_SEGMENTS
                 && largest >= 2 * first_flight
                 && largest_bytes > 0
             {
-                let needed = b.bytes.div_ceil(largest_bytes).max(1) as u32;
-                let actual = b.flights;
+                let needed = self.burst_bytes.div_ceil(largest_bytes).max(1) as u32;
+                let actual = u32::from(self.flights);
                 if actual > needed {
                     let f = self.found.get();
                     f.count += 1;
@@ -169,12 +163,13 @@ impl State {
                 }
             }
         }
-        let idle = std::mem::take(&mut b.idle);
-        *b = Burst {
-            idle,
-            ..Burst::default()
-        };
-        if let Some(idle) = b.idle.peek_mut() {
+        self.flights = 0;
+        self.cur_segments = 0;
+        self.cur_bytes = 0;
+        self.prev_segments = 0;
+        self.burst_bytes = 0;
+        self.after_loss = false;
+        if let Some(idle) = self.idle.peek_mut() {
             idle.flights.clear();
         }
     }
@@ -210,28 +205,28 @@ impl Detector for SlowStartRestart {
         let len = u64::from(ev.seg.payload_len);
         if gap > idle {
             st.end_burst();
-            st.burst.after_loss = std::mem::take(&mut st.loss_seen);
+            st.after_loss = std::mem::take(&mut st.loss_seen);
             if gap != i64::MAX {
                 let earlier = (st.largest_flight, st.largest_flight_bytes);
-                let i = st.burst.idle.get();
+                let i = st.idle.get();
                 i.before_gap = st.last_data;
                 i.first = Some(ev.at);
                 i.first_flight_last = Some(ev.at);
                 i.earlier = earlier;
             }
             st.push(len);
-        } else if gap > flight_gap && st.burst.flights < MAX_FLIGHTS as u32 {
+        } else if gap > flight_gap && usize::from(st.flights) < MAX_FLIGHTS {
             st.push(len);
-        } else if st.burst.flights > 0 {
-            st.burst.cur_segments += 1;
-            st.burst.cur_bytes += len;
-            if st.burst.flights == 1 {
-                if let Some(i) = st.burst.idle.peek_mut() {
+        } else if st.flights > 0 {
+            st.cur_segments += 1;
+            st.cur_bytes += len;
+            if st.flights == 1 {
+                if let Some(i) = st.idle.peek_mut() {
                     i.first_flight_last = Some(ev.at);
                 }
             }
         }
-        st.burst.bytes += len;
+        st.burst_bytes += len;
         st.last_data = Some(ev.at);
     }
 
@@ -341,25 +336,21 @@ mod tests {
                     })
                     .collect();
                 if burst > 0 {
-                    let i = st.burst.idle.get();
+                    let i = st.idle.get();
                     i.before_gap = Some(At::new(1, 0));
                     i.earlier = want;
                 }
                 for &(n, bytes) in &flights {
                     // The flight opens with a segment; the rest of it joins it.
                     st.push(bytes / u64::from(n));
-                    st.burst.cur_segments = n;
-                    st.burst.cur_bytes = bytes;
-                    st.burst.bytes += bytes;
+                    st.cur_segments = n;
+                    st.cur_bytes = bytes;
+                    st.burst_bytes += bytes;
                 }
                 if burst > 0 {
-                    let i = st.burst.idle.peek().expect("after idle");
-                    let listed: Vec<u32> = i
-                        .flights
-                        .iter()
-                        .copied()
-                        .chain([st.burst.cur_segments])
-                        .collect();
+                    let i = st.idle.peek().expect("after idle");
+                    let listed: Vec<u32> =
+                        i.flights.iter().copied().chain([st.cur_segments]).collect();
                     let segs: Vec<u32> = flights.iter().map(|f| f.0).collect();
                     assert_eq!(listed, segs);
                     assert_eq!(i.earlier, want);
@@ -371,7 +362,7 @@ mod tests {
                     want,
                     "{flights:?} burst {burst}"
                 );
-                assert_eq!(st.burst.flights, 0);
+                assert_eq!(st.flights, 0);
             }
         }
     }
