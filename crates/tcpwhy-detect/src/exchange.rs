@@ -63,11 +63,14 @@ pub(crate) struct State {
     /// The last pure ACK of each side.
     client_ack: Ts,
     server_ack: Ts,
-    /// The highest ACK number seen from each side (a window update repeats it).
-    client_acked: Option<Seq>,
-    server_acked: Option<Seq>,
-    /// The end of the response data sent so far, and when the client had acknowledged all of it.
-    resp_nxt: Option<Seq>,
+    /// The highest ACK number seen from each side (a window update repeats it), valid once
+    /// its bit of `has` is set (`CLIENT_ACKED`, `SERVER_ACKED`; as Options, 8 bytes more).
+    client_acked: Seq,
+    server_acked: Seq,
+    /// The end of the response data sent so far (once `RESP_NXT` is set), and when the client
+    /// had acknowledged all of it.
+    resp_nxt: Seq,
+    has: u8,
     resp_all_acked: Ts,
     count: u32,
 }
@@ -84,6 +87,11 @@ struct Delays {
     /// Pauses inside the response with nothing in flight (server time).
     pause_ns: i64,
 }
+
+/// Bits of `State::has`.
+const CLIENT_ACKED: u8 = 1;
+const SERVER_ACKED: u8 = 2;
+const RESP_NXT: u8 = 4;
 
 /// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
 const HOLD_MIN: i64 = 30_000_000;
@@ -132,18 +140,20 @@ impl Exchanges {
             }
         }
         if seg.flags.ack() {
-            let (acked, ack_at) = match ev.from {
-                Side::Client => (&mut st.client_acked, &mut st.client_ack),
-                Side::Server => (&mut st.server_acked, &mut st.server_ack),
+            let (acked, ack_at, bit) = match ev.from {
+                Side::Client => (&mut st.client_acked, &mut st.client_ack, CLIENT_ACKED),
+                Side::Server => (&mut st.server_acked, &mut st.server_ack, SERVER_ACKED),
             };
-            if acked.is_none_or(|a| seg.ack > a) {
-                *acked = Some(seg.ack);
+            if st.has & bit == 0 || seg.ack > *acked {
+                *acked = seg.ack;
+                st.has |= bit;
                 if seg.payload_len == 0 && !seg.flags.fin() {
                     *ack_at = ev.at.into();
                 }
             }
             if ev.from == Side::Client
-                && st.resp_nxt.is_some_and(|n| seg.ack >= n)
+                && st.has & RESP_NXT != 0
+                && seg.ack >= st.resp_nxt
                 && st.resp_all_acked.is_none()
             {
                 st.resp_all_acked = ev.at.into();
@@ -199,8 +209,9 @@ impl Exchanges {
                 if ev.new_data {
                     st.resp_bytes += u64::from(seg.payload_len);
                     let end = seg.seq + seg.payload_len;
-                    if st.resp_nxt.is_none_or(|n| end > n) {
-                        st.resp_nxt = Some(end);
+                    if st.has & RESP_NXT == 0 || end > st.resp_nxt {
+                        st.resp_nxt = end;
+                        st.has |= RESP_NXT;
                         st.resp_all_acked = Ts::NONE;
                     }
                 }
@@ -225,6 +236,7 @@ impl State {
         self.count = taken.count;
         self.client_acked = taken.client_acked;
         self.server_acked = taken.server_acked;
+        self.has = taken.has & (CLIENT_ACKED | SERVER_ACKED);
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
             taken.req_last.get(),
