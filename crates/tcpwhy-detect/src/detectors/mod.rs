@@ -443,8 +443,8 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
 /// memory, not one per detector (each detector had its own table; with hundreds of thousands
 /// of connections that was a cache miss per detector per packet).
 ///
-/// In declaration order (`repr(C)`), `used` first: every packet reads and writes it, and
-/// `Entry` puts it in the cache line of the connection id that `States::get` reads anyway.
+/// In declaration order (`repr(C)`), `used` first: every packet reads and writes it, and it
+/// shares the first cache line with `owner`, which `States::get` reads anyway.
 /// (Laid out by the compiler, it came last: a second cache miss for each packet of a cold
 /// connection, a fifth of the detectors' cycles.)
 #[derive(Debug, Default)]
@@ -452,6 +452,8 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
 pub struct ConnState {
     /// Which states were looked at: one bit each (`Lazy`, `PerSide`).
     pub(crate) used: u32,
+    /// The connection the state belongs to (`owner`, a tag of its id; 0: none), for `States`.
+    owner: u32,
     /// The client's first SYN (without ACK) before any SYN-ACK: shared by the three handshake
     /// detectors (each kept its own copy), set by `Set::segment` before they run, cleared by
     /// `States::release`.
@@ -514,13 +516,17 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state and the id of the connection it belongs to, on cache-line boundaries
-/// (960 bytes, 15 lines: the alignment adds 8), the id and `ConnState::used` in the first line.
+/// A connection's state on cache-line boundaries (896 bytes, 14 lines: the alignment adds
+/// nothing), `ConnState::used` and `owner` in the first line.
 #[derive(Default)]
 #[repr(C, align(64))]
 struct Entry {
-    id: u64,
     state: ConnState,
+}
+
+/// The `ConnState::owner` tag of connection `id`: its low 32 bits, never 0 (a free entry).
+fn owner(id: u64) -> u32 {
+    (id as u32).max(1)
 }
 
 const CHUNK: usize = 128;
@@ -534,13 +540,14 @@ impl States {
             self.grow(i / CHUNK);
         }
         let e = &mut self.chunks[i / CHUNK][i % CHUNK];
-        if e.id != c.id {
+        let owner = owner(c.id);
+        if e.state.owner != owner {
             // A released slot is already empty: every detector took its state out when the
             // connection finished. Only a slot never released needs clearing.
-            if e.id != 0 {
+            if e.state.owner != 0 {
                 e.state = ConnState::default();
             }
-            e.id = c.id;
+            e.state.owner = owner;
         }
         &mut e.state
     }
@@ -559,8 +566,8 @@ impl States {
     pub fn release(&mut self, c: &Connection) {
         let i = c.slot as usize;
         if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {
-            if e.id == c.id {
-                e.id = 0;
+            if e.state.owner == owner(c.id) {
+                e.state.owner = 0;
                 e.state.first_syn = None;
             }
         }
