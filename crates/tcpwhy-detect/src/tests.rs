@@ -274,8 +274,8 @@ fn server_delay_counts_server_time_beyond_the_round_trip() {
 #[test]
 fn path_latency_on_long_round_trips_only() {
     // 80 ms RTT: handshake, then two exchanges of one round trip each.
-    let long = |rtt: i64| {
-        run(&[
+    let lines = |rtt: i64| -> Vec<Line> {
+        vec![
             (0, C, SYN, 1000, 0, 0, 1000, &[]),
             (rtt, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
             (rtt, C, ACK, 1001, 5001, 0, 1000, &[]),
@@ -283,8 +283,9 @@ fn path_latency_on_long_round_trips_only() {
             (2 * rtt, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
             (2 * rtt, C, ACK | PSH, 1101, 5101, 100, 1000, &[]),
             (3 * rtt, S, ACK | PSH, 5101, 1201, 100, 1000, &[]),
-        ])
+        ]
     };
+    let long = |rtt: i64| run(&lines(rtt));
     let f = long(80);
     assert_eq!(ids(&f), ["path-latency"]);
     assert_eq!(
@@ -293,6 +294,21 @@ fn path_latency_on_long_round_trips_only() {
         "the handshake and two one-round-trip exchanges"
     );
     assert_eq!(f[0].details["round_trips"], serde_json::json!([1, 1]));
+    assert!(
+        f[0].explanation
+            .contains("; 2 exchanges took 80.0 ms each (median, about 1 round trip): "),
+        "{}",
+        f[0].explanation
+    );
+    // One exchange is not a median.
+    let one = run(&lines(80)[..5]);
+    assert!(
+        one[0]
+            .explanation
+            .contains("; its one exchange took 80.0 ms (about 1 round trip): "),
+        "{}",
+        one[0].explanation
+    );
     // The same on a LAN (2 ms): nothing to say.
     assert!(long(2).is_empty());
 }

@@ -145,12 +145,25 @@ impl Detector for PathLatency {
             .collect();
         f.frames.sort_unstable();
         f.frames.dedup();
+        let rounds_median = (median + rtt / 4) / rtt;
+        let trips = if rounds_median == 1 {
+            "round trip"
+        } else {
+            "round trips"
+        };
+        let took = match exchanges.len() {
+            1 => format!(
+                "its one exchange took {} (about {rounds_median} {trips})",
+                ms(median)
+            ),
+            n => format!(
+                "{n} exchanges took {} each (median, about {rounds_median} {trips})",
+                ms(median)
+            ),
+        };
         f.explanation = format!(
-            "The round trip between client and server is {}; {} exchanges took {} each (median, about {} round trips): {} of the connection's time is the path itself.",
+            "The round trip between client and server is {}; {took}: {} of the connection's time is the path itself.",
             ms(rtt),
-            exchanges.len(),
-            ms(median),
-            (median + rtt / 4) / rtt,
             ms(cost)
         );
         f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
