@@ -991,11 +991,11 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
             let conns = connections(path)?;
             let retried = conns
                 .iter()
-                .filter(|c| c.client.syn_retransmits > 0)
+                .filter(|c| c.client.syn_retransmits() > 0)
                 .count();
             let max_retries = conns
                 .iter()
-                .map(|c| c.client.syn_retransmits)
+                .map(|c| c.client.syn_retransmits())
                 .max()
                 .unwrap_or(0);
             phase.analyzer.push(format!(
@@ -1100,7 +1100,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
         phase.extra = json!({"emulator_dropped": stats.dropped});
         if let Some(path) = &phase.capture {
             let conns = connections(path)?;
-            let retrans: u32 = conns.iter().map(|c| c.server.retrans_segments).sum();
+            let retrans: u32 = conns.iter().map(|c| c.server.retrans_segments()).sum();
             phase.analyzer.push(format!(
                 "server retransmitted {retrans} segments; emulator dropped {}",
                 stats.dropped

@@ -268,12 +268,12 @@ impl Connection {
             hs_rtt_ns: self.handshake.rtt_ns(),
             retrans: self
                 .client
-                .retrans_segments
-                .saturating_add(self.server.retrans_segments),
+                .retrans_segments()
+                .saturating_add(self.server.retrans_segments()),
             duplicates: self
                 .client
-                .duplicates
-                .saturating_add(self.server.duplicates),
+                .duplicates()
+                .saturating_add(self.server.duplicates()),
             close: self.close(),
             vantage: self.vantage(),
             inferred_role: self.role.inferred(),

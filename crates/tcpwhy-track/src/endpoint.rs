@@ -220,6 +220,23 @@ impl Holes {
     }
 }
 
+/// What most sides of most connections never do, counted once it happens (`Endpoint`'s
+/// methods of the same names read it).
+#[derive(Clone, Debug, Default)]
+struct Unusual {
+    syn_retransmits: u32,
+    retrans_bytes: u64,
+    retrans_segments: u32,
+    out_of_order: u32,
+    keepalives: u32,
+    duplicates: u32,
+    unseen_acked_bytes: u64,
+    ip_fragments: bool,
+    sack_blocks: u32,
+    zero_windows: u32,
+    holes: Holes,
+}
+
 /// Everything tcpwhy knows about one side of a connection.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
@@ -229,7 +246,6 @@ pub struct Endpoint {
     pub isn: Option<Seq>,
     /// The first SYN this side sent (the handshake records the one that was answered).
     pub first_syn: Option<At>,
-    pub syn_retransmits: u32,
     /// The sequence number after the highest byte (or SYN/FIN) this side sent.
     pub next_seq: Option<Seq>,
     /// Highest acknowledgment this side sent.
@@ -241,33 +257,16 @@ pub struct Endpoint {
     pub payload_bytes: u64,
     /// Payload bytes sent for the first time.
     pub unique_bytes: u64,
-    /// Payload bytes sent again.
-    pub retrans_bytes: u64,
-    pub retrans_segments: u32,
     pub data_segments: u64,
-    /// Segments that filled a sequence hole (arrived out of order at the capture point).
-    pub out_of_order: u32,
-    /// Keep-alive probes (one old byte or none at next_seq - 1), not counted as retransmissions.
-    pub keepalives: u32,
-    /// The same packet captured again within 1 ms (a capture on both ends of a veth, on `any`,
-    /// on a bridge and its port): counted as a packet, not as a retransmission.
-    pub duplicates: u32,
-    /// Bytes this side's peer acknowledged that the capture never saw this side send.
-    pub unseen_acked_bytes: u64,
-    /// This side sent first IP fragments (their payload counts that fragment only, so the
-    /// peer acknowledges more than was seen).
-    pub ip_fragments: bool,
     pub mss: Option<u16>,
     /// Window scale from the SYN (RFC 7323 section 2.2).
     pub window_scale: Option<u8>,
     pub sack_permitted: bool,
-    pub sack_blocks: u32,
     pub timestamps: bool,
     /// Last advertised window, raw and scaled (scaled only when the handshake was seen).
     pub window_raw: u16,
     /// (At most 65535 << 14: the tracker caps the scale at 14 as RFC 7323 says.)
     pub window_scaled: Option<u32>,
-    pub zero_windows: u32,
     pub fin: Option<At>,
     pub rst: Option<At>,
     pub last_ts: i64,
@@ -281,43 +280,88 @@ pub struct Endpoint {
     /// (None when `ts_pending_at` is.)
     ts_pending: u32,
     ts_pending_at: Ts,
-    /// Allocated at the first hole (most sides of most connections never have one).
-    holes: Option<Box<Holes>>,
+    /// Counts of what most sides of most connections never do (retransmit, reorder, probe,
+    /// ...) and their sequence holes, allocated at the first (inline they were 48 bytes per
+    /// side of every connection): read them through the methods of the same names.
+    unusual: Option<Box<Unusual>>,
     /// The last segment's identity (a hash of the headers that change between two sends);
     /// `last_ts` says when it was seen.
     pub(crate) last_sig: u32,
 }
 
 impl Endpoint {
+    /// SYNs sent again with the same ISN.
+    pub fn syn_retransmits(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.syn_retransmits)
+    }
+    /// Payload bytes sent again.
+    pub fn retrans_bytes(&self) -> u64 {
+        self.unusual.as_ref().map_or(0, |u| u.retrans_bytes)
+    }
+    /// Segments that sent payload again.
+    pub fn retrans_segments(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.retrans_segments)
+    }
+    /// Segments that filled a sequence hole (arrived out of order at the capture point).
+    pub fn out_of_order(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.out_of_order)
+    }
+    /// Keep-alive probes (one old byte or none at next_seq - 1), not counted as retransmissions.
+    pub fn keepalives(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.keepalives)
+    }
+    /// The same packet captured again within 1 ms (a capture on both ends of a veth, on `any`,
+    /// on a bridge and its port): counted as a packet, not as a retransmission.
+    pub fn duplicates(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.duplicates)
+    }
+    /// Bytes this side's peer acknowledged that the capture never saw this side send.
+    pub fn unseen_acked_bytes(&self) -> u64 {
+        self.unusual.as_ref().map_or(0, |u| u.unseen_acked_bytes)
+    }
+    /// This side sent first IP fragments (their payload counts that fragment only, so the
+    /// peer acknowledges more than was seen).
+    pub fn ip_fragments(&self) -> bool {
+        self.unusual.as_ref().is_some_and(|u| u.ip_fragments)
+    }
+    /// SACK blocks this side sent.
+    pub fn sack_blocks(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.sack_blocks)
+    }
+    /// Zero windows this side advertised (outside SYNs).
+    pub fn zero_windows(&self) -> u32 {
+        self.unusual.as_ref().map_or(0, |u| u.zero_windows)
+    }
+
+    /// The counts of the unusual, allocated now if this is the first.
+    fn unusual(&mut self) -> &mut Unusual {
+        self.unusual.get_or_insert_with(Default::default)
+    }
+
+    /// Count the packet as the same one captured again.
+    pub(crate) fn count_duplicate(&mut self) {
+        self.unusual().duplicates += 1;
+    }
+
     pub(crate) fn new(addr: IpAddr, port: u16, ts_ns: i64) -> Endpoint {
         Endpoint {
             addr,
             port,
             isn: None,
             first_syn: None,
-            syn_retransmits: 0,
             next_seq: None,
             max_ack: None,
             packets: 0,
             frame_bytes: 0,
             payload_bytes: 0,
             unique_bytes: 0,
-            retrans_bytes: 0,
-            retrans_segments: 0,
             data_segments: 0,
-            out_of_order: 0,
-            keepalives: 0,
-            duplicates: 0,
-            unseen_acked_bytes: 0,
-            ip_fragments: false,
             mss: None,
             window_scale: None,
             sack_permitted: false,
-            sack_blocks: 0,
             timestamps: false,
             window_raw: 0,
             window_scaled: None,
-            zero_windows: 0,
             fin: None,
             rst: None,
             last_ts: ts_ns,
@@ -326,7 +370,7 @@ impl Endpoint {
             timed_at: Ts::NONE,
             ts_pending: 0,
             ts_pending_at: Ts::NONE,
-            holes: None,
+            unusual: None,
             last_sig: 0,
         }
     }
@@ -344,23 +388,27 @@ impl Endpoint {
     ) -> bool {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
-        self.ip_fragments |= seg.first_fragment;
+        if seg.first_fragment {
+            self.unusual().ip_fragments = true;
+        }
         self.last_ts = at.ts_ns;
         let o = &seg.options;
         if o.timestamp.is_some() {
             self.timestamps = true;
         }
-        self.sack_blocks += u32::from(o.sack_count);
+        if o.sack_count > 0 {
+            self.unusual().sack_blocks += u32::from(o.sack_count);
+        }
         let syn = seg.flags.syn();
         if syn {
             match self.isn {
-                Some(isn) if isn == seg.seq => self.syn_retransmits += 1,
+                Some(isn) if isn == seg.seq => self.unusual().syn_retransmits += 1,
                 _ => {
                     // A new ISN defines the sequence space: forget numbers seen before it
                     // (a stale ACK from earlier state on the tuple).
                     self.next_seq = None;
-                    if let Some(h) = &mut self.holes {
-                        h.count = 0;
+                    if let Some(u) = &mut self.unusual {
+                        u.holes.count = 0;
                     }
                     self.isn = Some(seg.seq);
                     self.first_syn = Some(at);
@@ -381,7 +429,7 @@ impl Endpoint {
             return false;
         }
         if seg.window == 0 && !syn {
-            self.zero_windows += 1;
+            self.unusual().zero_windows += 1;
         }
         self.window_raw = seg.window;
 
@@ -407,17 +455,17 @@ impl Endpoint {
         } else {
             if len > 0 {
                 if self.fill_hole(start, start + len) {
-                    self.out_of_order += 1;
+                    self.unusual().out_of_order += 1;
                     self.unique_bytes += u64::from(len);
                     self.payload_bytes += u64::from(len);
                     self.data_segments += 1;
                 } else if len <= 1 && start == (next - 1) && peer_acked == Some(next) {
-                    self.keepalives += 1;
+                    self.unusual().keepalives += 1;
                 } else {
                     self.count_retransmission(len);
                 }
             } else if len == 0 && !syn && start == (next - 1) && !seg.flags.fin() {
-                self.keepalives += 1;
+                self.unusual().keepalives += 1;
             }
             false
         }
@@ -446,22 +494,23 @@ impl Endpoint {
     }
 
     fn count_retransmission_bytes(&mut self, len: u32) {
-        self.retrans_bytes += u64::from(len);
-        self.retrans_segments += 1;
+        let u = self.unusual();
+        u.retrans_bytes += u64::from(len);
+        u.retrans_segments += 1;
         // Karn's rule: an RTT sample spanning a retransmission is ambiguous.
         self.timed_at = Ts::NONE;
         self.ts_pending_at = Ts::NONE;
     }
 
     fn add_hole(&mut self, from: Seq, to: Seq) {
-        self.holes
-            .get_or_insert_with(Default::default)
-            .add(from, to);
+        self.unusual().holes.add(from, to);
     }
 
     /// If `[from, to)` lies inside a hole, shrink the hole and return true.
     fn fill_hole(&mut self, from: Seq, to: Seq) -> bool {
-        self.holes.as_mut().is_some_and(|h| h.fill(from, to))
+        self.unusual
+            .as_mut()
+            .is_some_and(|u| u.holes.fill(from, to))
     }
 
     /// The peer acknowledged up to `ack` (echoing `tsecr` if it uses timestamps): close holes
@@ -469,13 +518,13 @@ impl Endpoint {
     /// over data being timed. A timestamp echo of the pending TSval gives an unambiguous sample
     /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn).
     pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, ts_ns: i64) {
-        if let Some(h) = &mut self.holes {
-            self.unseen_acked_bytes += h.acked(ack);
+        if let Some(u) = &mut self.unusual {
+            u.unseen_acked_bytes += u.holes.acked(ack);
         }
         if let Some(next) = self.next_seq {
             if ack > next {
                 // Acknowledges bytes never seen at all: the capture missed the end of a flight.
-                self.unseen_acked_bytes += u64::from(ack.diff(next) as u32);
+                self.unusual().unseen_acked_bytes += u64::from(ack.diff(next) as u32);
                 self.next_seq = Some(ack);
             }
         }
@@ -500,5 +549,50 @@ impl Endpoint {
             self.ts_pending = tsval;
             self.ts_pending_at = Ts::new(ts_ns);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwhy_wire::TcpFlags;
+
+    fn seg(flags: u8, seq: u32, len: u32) -> TcpSegment {
+        TcpSegment {
+            seq: Seq(seq),
+            flags: TcpFlags(flags),
+            payload_len: len,
+            window: 1000,
+            ..TcpSegment::EMPTY
+        }
+    }
+
+    #[test]
+    fn a_side_that_does_nothing_unusual_allocates_nothing() {
+        // SYN, two data segments, FIN, all acknowledged: no box for the unusual counts (it
+        // would cost every connection an allocation), and they read zero. A retransmission
+        // allocates it and is counted.
+        let mut e = Endpoint::new("10.0.0.1".parse().unwrap(), 40000, 0);
+        let at = |n: u64| At::new(n, n as i64 * 1000);
+        e.on_send(&seg(TcpFlags::SYN, 100, 0), at(1), 54, None);
+        e.on_send(&seg(TcpFlags::ACK, 101, 500), at(2), 554, Some(Seq(0)));
+        e.on_acked(Seq(601), None, 3000);
+        e.on_send(&seg(TcpFlags::ACK, 601, 500), at(4), 554, Some(Seq(0)));
+        e.on_send(
+            &seg(TcpFlags::ACK | TcpFlags::FIN, 1101, 0),
+            at(5),
+            54,
+            Some(Seq(0)),
+        );
+        e.on_acked(Seq(1102), None, 6000);
+        assert!(e.unusual.is_none());
+        assert_eq!(
+            (e.retrans_segments(), e.keepalives(), e.unseen_acked_bytes()),
+            (0, 0, 0)
+        );
+        assert_eq!((e.unique_bytes, e.data_segments), (1000, 2));
+        e.on_send(&seg(TcpFlags::ACK, 601, 500), at(7), 554, Some(Seq(0)));
+        assert_eq!((e.retrans_segments(), e.retrans_bytes()), (1, 500));
+        assert!(e.unusual.is_some());
     }
 }

@@ -32,9 +32,9 @@ impl Detector for CaptureLoss {
     }
 
     fn finished(&mut self, _cs: &mut super::ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let (cl, sv) = (c.client.unseen_acked_bytes, c.server.unseen_acked_bytes);
+        let (cl, sv) = (c.client.unseen_acked_bytes(), c.server.unseen_acked_bytes());
         // IP fragments are not reassembled: their peers acknowledge bytes counted nowhere.
-        if cl + sv == 0 || c.client.ip_fragments || c.server.ip_fragments {
+        if cl + sv == 0 || c.client.ip_fragments() || c.server.ip_fragments() {
             return;
         }
         let mut f = Finding::new(INFO.id, c);

@@ -109,21 +109,21 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "data_segments": e.data_segments,
         "payload_bytes": e.payload_bytes,
         "unique_bytes": e.unique_bytes,
-        "retrans_bytes": e.retrans_bytes,
-        "retrans_segments": e.retrans_segments,
-        "out_of_order": e.out_of_order,
-        "keepalives": e.keepalives,
-        "duplicates": e.duplicates,
-        "unseen_acked_bytes": e.unseen_acked_bytes,
+        "retrans_bytes": e.retrans_bytes(),
+        "retrans_segments": e.retrans_segments(),
+        "out_of_order": e.out_of_order(),
+        "keepalives": e.keepalives(),
+        "duplicates": e.duplicates(),
+        "unseen_acked_bytes": e.unseen_acked_bytes(),
         "isn": e.isn.map(|s| s.0),
-        "syn_retransmits": e.syn_retransmits,
+        "syn_retransmits": e.syn_retransmits(),
         "mss": e.mss,
         "window_scale": e.window_scale,
         "window": e.window_scaled,
         "window_raw": e.window_raw,
-        "zero_windows": e.zero_windows,
+        "zero_windows": e.zero_windows(),
         "sack_permitted": e.sack_permitted,
-        "sack_blocks": e.sack_blocks,
+        "sack_blocks": e.sack_blocks(),
         "timestamps": e.timestamps,
         "fin_frame": e.fin.map(|a| a.frame()),
         "rst_frame": e.rst.map(|a| a.frame()),
@@ -194,8 +194,8 @@ pub fn connection_json(c: &Connection) -> Value {
         "retransmissions".into(),
         json!(c
             .client
-            .retrans_segments
-            .saturating_add(c.server.retrans_segments)),
+            .retrans_segments()
+            .saturating_add(c.server.retrans_segments())),
     );
     m.insert("handshake".into(), handshake);
     m.insert("rtt_ms".into(), rtt);

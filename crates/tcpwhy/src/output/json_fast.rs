@@ -108,27 +108,27 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     rtt(&mut o, "ack_rtt_ms", rtt_stats(&e.ack_rtt));
     o.val("bytes", &e.frame_bytes);
     o.val("data_segments", &e.data_segments);
-    o.val("duplicates", &e.duplicates);
+    o.val("duplicates", &e.duplicates());
     o.val("fin_frame", &e.fin.map(|a| a.frame()));
     o.val("isn", &e.isn.map(|s| s.0));
-    o.val("keepalives", &e.keepalives);
+    o.val("keepalives", &e.keepalives());
     o.val("mss", &e.mss);
-    o.val("out_of_order", &e.out_of_order);
+    o.val("out_of_order", &e.out_of_order());
     o.val("packets", &e.packets);
     o.val("payload_bytes", &e.payload_bytes);
-    o.val("retrans_bytes", &e.retrans_bytes);
-    o.val("retrans_segments", &e.retrans_segments);
+    o.val("retrans_bytes", &e.retrans_bytes());
+    o.val("retrans_segments", &e.retrans_segments());
     o.val("rst_frame", &e.rst.map(|a| a.frame()));
-    o.val("sack_blocks", &e.sack_blocks);
+    o.val("sack_blocks", &e.sack_blocks());
     o.val("sack_permitted", &e.sack_permitted);
-    o.val("syn_retransmits", &e.syn_retransmits);
+    o.val("syn_retransmits", &e.syn_retransmits());
     o.val("timestamps", &e.timestamps);
     o.val("unique_bytes", &e.unique_bytes);
-    o.val("unseen_acked_bytes", &e.unseen_acked_bytes);
+    o.val("unseen_acked_bytes", &e.unseen_acked_bytes());
     o.val("window", &e.window_scaled);
     o.val("window_raw", &e.window_raw);
     o.val("window_scale", &e.window_scale);
-    o.val("zero_windows", &e.zero_windows);
+    o.val("zero_windows", &e.zero_windows());
     o.end();
 }
 
@@ -178,8 +178,8 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     o.val(
         "retransmissions",
         &(c.client
-            .retrans_segments
-            .saturating_add(c.server.retrans_segments)),
+            .retrans_segments()
+            .saturating_add(c.server.retrans_segments())),
     );
     o.val("role", c.role.name());
     o.val("role_inferred", &c.role.inferred());

@@ -484,8 +484,8 @@ impl TextPrinter {
             s,
             "  handshake RTT {rtt}, capture point {}, retransmitted segments {} / {}",
             c.vantage().name(),
-            c.client.retrans_segments,
-            c.server.retrans_segments
+            c.client.retrans_segments(),
+            c.server.retrans_segments()
         );
         if p.findings.is_empty() {
             let _ = writeln!(s, "  no finding");
