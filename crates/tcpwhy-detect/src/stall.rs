@@ -174,7 +174,7 @@ impl Stalls {
         let peer = ev.from.other();
         let spoke = seg.payload_len > 0;
         // The tracker has accounted this segment: its window, scaled when scaling is on.
-        let window = c.endpoint(ev.from).window_scaled;
+        let window = c.endpoint(ev.from).window_scaled();
         let d = cs.stall.get(&mut cs.used, peer);
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).

@@ -242,14 +242,16 @@ struct Unusual {
 pub struct Endpoint {
     pub addr: IpAddr,
     pub port: u16,
-    /// Initial sequence number from this side's SYN.
-    pub isn: Option<Seq>,
     /// The first SYN this side sent (the handshake records the one that was answered).
     pub first_syn: Option<At>,
-    /// The sequence number after the highest byte (or SYN/FIN) this side sent.
-    pub next_seq: Option<Seq>,
-    /// Highest acknowledgment this side sent.
-    pub max_ack: Option<Seq>,
+    /// The ISN, next sequence, highest ACK and scaled window, each valid once its bit of
+    /// `known` is set (as Options they took 16 bytes more per side): read them through
+    /// `isn()`, `next_seq()`, `max_ack()`, `window_scaled()`.
+    isn_v: Seq,
+    next_seq_v: Seq,
+    max_ack_v: Seq,
+    window_scaled_v: u32,
+    known: u8,
     pub packets: u64,
     /// Sum of frame lengths on the wire (what tshark's conversation table counts).
     pub frame_bytes: u64,
@@ -263,10 +265,8 @@ pub struct Endpoint {
     pub window_scale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: bool,
-    /// Last advertised window, raw and scaled (scaled only when the handshake was seen).
+    /// Last advertised window, raw (scaled: `window_scaled()`).
     pub window_raw: u16,
-    /// (At most 65535 << 14: the tracker caps the scale at 14 as RFC 7323 says.)
-    pub window_scaled: Option<u32>,
     pub fin: Option<At>,
     pub rst: Option<At>,
     pub last_ts: i64,
@@ -289,7 +289,55 @@ pub struct Endpoint {
     pub(crate) last_sig: u32,
 }
 
+/// Bits of `Endpoint::known`.
+const ISN: u8 = 1;
+const NEXT_SEQ: u8 = 2;
+const MAX_ACK: u8 = 4;
+const WINDOW_SCALED: u8 = 8;
+
 impl Endpoint {
+    /// Initial sequence number from this side's SYN.
+    #[inline]
+    pub fn isn(&self) -> Option<Seq> {
+        (self.known & ISN != 0).then_some(self.isn_v)
+    }
+    /// The sequence number after the highest byte (or SYN/FIN) this side sent.
+    #[inline]
+    pub fn next_seq(&self) -> Option<Seq> {
+        (self.known & NEXT_SEQ != 0).then_some(self.next_seq_v)
+    }
+    /// Highest acknowledgment this side sent.
+    #[inline]
+    pub fn max_ack(&self) -> Option<Seq> {
+        (self.known & MAX_ACK != 0).then_some(self.max_ack_v)
+    }
+    /// Last advertised window, scaled (only when the handshake was seen; at most 65535 << 14:
+    /// the tracker caps the scale at 14 as RFC 7323 says).
+    #[inline]
+    pub fn window_scaled(&self) -> Option<u32> {
+        (self.known & WINDOW_SCALED != 0).then_some(self.window_scaled_v)
+    }
+    #[inline]
+    fn set_next_seq(&mut self, s: Seq) {
+        self.next_seq_v = s;
+        self.known |= NEXT_SEQ;
+    }
+    #[inline]
+    pub(crate) fn set_max_ack(&mut self, s: Seq) {
+        self.max_ack_v = s;
+        self.known |= MAX_ACK;
+    }
+    #[inline]
+    pub(crate) fn set_window_scaled(&mut self, w: Option<u32>) {
+        match w {
+            Some(w) => {
+                self.window_scaled_v = w;
+                self.known |= WINDOW_SCALED;
+            }
+            None => self.known &= !WINDOW_SCALED,
+        }
+    }
+
     /// SYNs sent again with the same ISN.
     pub fn syn_retransmits(&self) -> u32 {
         self.unusual.as_ref().map_or(0, |u| u.syn_retransmits)
@@ -347,10 +395,12 @@ impl Endpoint {
         Endpoint {
             addr,
             port,
-            isn: None,
+            isn_v: Seq(0),
+            next_seq_v: Seq(0),
+            max_ack_v: Seq(0),
+            window_scaled_v: 0,
+            known: 0,
             first_syn: None,
-            next_seq: None,
-            max_ack: None,
             packets: 0,
             frame_bytes: 0,
             payload_bytes: 0,
@@ -361,7 +411,6 @@ impl Endpoint {
             sack_permitted: false,
             timestamps: false,
             window_raw: 0,
-            window_scaled: None,
             fin: None,
             rst: None,
             last_ts: ts_ns,
@@ -401,16 +450,17 @@ impl Endpoint {
         }
         let syn = seg.flags.syn();
         if syn {
-            match self.isn {
+            match self.isn() {
                 Some(isn) if isn == seg.seq => self.unusual().syn_retransmits += 1,
                 _ => {
                     // A new ISN defines the sequence space: forget numbers seen before it
                     // (a stale ACK from earlier state on the tuple).
-                    self.next_seq = None;
+                    self.known &= !NEXT_SEQ;
                     if let Some(u) = &mut self.unusual {
                         u.holes.count = 0;
                     }
-                    self.isn = Some(seg.seq);
+                    self.isn_v = seg.seq;
+                    self.known |= ISN;
                     self.first_syn = Some(at);
                     self.mss = o.mss;
                     self.window_scale = o.window_scale;
@@ -437,9 +487,9 @@ impl Endpoint {
         let span = len + u32::from(syn) + u32::from(seg.flags.fin());
         let start = seg.seq;
         let end = start + span;
-        let Some(next) = self.next_seq else {
+        let Some(next) = self.next_seq() else {
             // First segment seen from this side: everything in it is new.
-            self.next_seq = Some(end);
+            self.set_next_seq(end);
             self.count_new_data(len, 0, at, end);
             return span > 0;
         };
@@ -449,7 +499,7 @@ impl Endpoint {
             }
             let fresh = end.diff(start.max(next)) as u32;
             let fresh_payload = fresh.min(len);
-            self.next_seq = Some(end);
+            self.set_next_seq(end);
             self.count_new_data(fresh_payload, len - fresh_payload, at, end);
             true
         } else {
@@ -521,11 +571,11 @@ impl Endpoint {
         if let Some(u) = &mut self.unusual {
             u.unseen_acked_bytes += u.holes.acked(ack);
         }
-        if let Some(next) = self.next_seq {
+        if let Some(next) = self.next_seq() {
             if ack > next {
                 // Acknowledges bytes never seen at all: the capture missed the end of a flight.
                 self.unusual().unseen_acked_bytes += u64::from(ack.diff(next) as u32);
-                self.next_seq = Some(ack);
+                self.set_next_seq(ack);
             }
         }
         let (end, Some(t0)) = (self.timed_end, self.timed_at.get()) else {

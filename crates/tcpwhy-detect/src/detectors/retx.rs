@@ -244,7 +244,7 @@ impl Sender {
             _ => 1,
         };
         self.last_retx = (start, attempt);
-        let highest = c.endpoint(me).next_seq.unwrap_or(end);
+        let highest = c.endpoint(me).next_seq().unwrap_or(end);
         Some(Retx {
             original,
             at: ev.at,

@@ -68,13 +68,13 @@ impl Detector for RwndLimited {
         _out: &mut Vec<Finding>,
     ) {
         let seg = ev.seg;
-        if seg.flags.syn() || seg.flags.rst() || !c.window_scaling() && c.client.isn.is_none() {
+        if seg.flags.syn() || seg.flags.rst() || !c.window_scaling() && c.client.isn().is_none() {
             return;
         }
         // The peer's ACK sets the edge for the sender on the other side.
         let sender = ev.from.other();
         if seg.flags.ack() {
-            if let Some(w) = c.endpoint(ev.from).window_scaled.filter(|w| *w > 0) {
+            if let Some(w) = c.endpoint(ev.from).window_scaled().filter(|w| *w > 0) {
                 let st = cs.rwnd_limited.get(&mut cs.used, sender);
                 st.edge = Some(seg.ack + w.min(u32::MAX / 2));
                 st.window = w;

@@ -57,7 +57,7 @@ impl Detector for SynRefused {
         if ev.from == Side::Server
             && f.rst()
             && f.ack()
-            && c.client.isn.is_some_and(|isn| ev.seg.ack == isn + 1)
+            && c.client.isn().is_some_and(|isn| ev.seg.ack == isn + 1)
         {
             let st = cs.syn_refused.get(&mut cs.used).get();
             st.refusals += 1;

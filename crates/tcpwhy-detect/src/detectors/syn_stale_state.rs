@@ -59,7 +59,7 @@ impl Detector for SynStaleState {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
-        if c.handshake.syn_ack.is_some() || c.client.isn.is_none() {
+        if c.handshake.syn_ack.is_some() || c.client.isn().is_none() {
             return;
         }
         let f = ev.seg.flags;
@@ -82,7 +82,7 @@ impl Detector for SynStaleState {
                     && !f.rst()
                     && first_syn.is_some()
                     && st.peek().is_none()
-                    && c.client.isn.is_some_and(|isn| ev.seg.ack != isn + 1) =>
+                    && c.client.isn().is_some_and(|isn| ev.seg.ack != isn + 1) =>
             {
                 st.get().ack = (Some(ev.at), ev.seg.ack.0);
             }
@@ -145,7 +145,7 @@ impl Detector for SynStaleState {
                 "keep TCP timestamps on, avoid reusing the same source port within 60 s (pooling, a wider net.ipv4.ip_local_port_range), and check that resets reach the peer",
             ),
         };
-        let isn_below = match (prev, c.client.isn) {
+        let isn_below = match (prev, c.client.isn()) {
             (Some(p), Some(isn)) if p.same_client => p.client_next_seq.map(|old| isn < old),
             _ => None,
         };

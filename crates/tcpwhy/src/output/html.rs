@@ -335,7 +335,7 @@ impl Sink for Recorder<'_> {
             len: seg.payload_len,
             win: c
                 .endpoint(ev.from)
-                .window_scaled
+                .window_scaled()
                 .map_or(u64::from(seg.window), u64::from),
             flags: seg.flags.0,
             retx: ev.retransmission,

@@ -110,7 +110,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("data_segments", &e.data_segments);
     o.val("duplicates", &e.duplicates());
     o.val("fin_frame", &e.fin.map(|a| a.frame()));
-    o.val("isn", &e.isn.map(|s| s.0));
+    o.val("isn", &e.isn().map(|s| s.0));
     o.val("keepalives", &e.keepalives());
     o.val("mss", &e.mss);
     o.val("out_of_order", &e.out_of_order());
@@ -125,7 +125,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("timestamps", &e.timestamps);
     o.val("unique_bytes", &e.unique_bytes);
     o.val("unseen_acked_bytes", &e.unseen_acked_bytes());
-    o.val("window", &e.window_scaled);
+    o.val("window", &e.window_scaled());
     o.val("window_raw", &e.window_raw);
     o.val("window_scale", &e.window_scale);
     o.val("zero_windows", &e.zero_windows());
