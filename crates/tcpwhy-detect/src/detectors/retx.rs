@@ -359,7 +359,7 @@ mod tests {
         let mut st = State::default();
         for n in [1u32, 2, 3, 17, 127, 128, 129, 300, 1, 2] {
             let mut want: VecDeque<(Seq, Seq, At)> = VecDeque::new();
-            let mut next = rnd(1000);
+            let mut next = 100 + rnd(1000);
             for i in 0..n {
                 let start = next - rnd(2) * 50;
                 let s = (Seq(start), Seq(start + 100), At::new(u64::from(i) + 1, 0));
