@@ -316,7 +316,8 @@ fn path_latency_on_long_round_trips_only() {
 #[test]
 fn path_latency_keeps_the_first_64_exchanges() {
     // 70 exchanges of one 80 ms round trip each (the n-th takes n ms more, to tell them
-    // apart): the details list the first 64, the first exchange's own latency first.
+    // apart): the details list the first 64, the first exchange's own latency first, and the
+    // explanation says they are the first (there may have been more).
     let mut lines: Vec<Line> = HS
         .iter()
         .map(|l| (l.0 * 8, l.1, l.2, l.3, l.4, l.5, l.6, l.7))
@@ -341,6 +342,11 @@ fn path_latency_keeps_the_first_64_exchanges() {
     let ms: Vec<f64> = (0..64).map(|n| 80.0 + f64::from(n)).collect();
     assert_eq!(f[0].details["exchange_ms"], serde_json::json!(ms));
     assert_eq!(f[0].details["exchanges"], 64);
+    assert!(
+        f[0].explanation.contains("; its first 64 exchanges took "),
+        "{}",
+        f[0].explanation
+    );
 }
 
 #[test]

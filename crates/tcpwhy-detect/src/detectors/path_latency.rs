@@ -156,6 +156,11 @@ impl Detector for PathLatency {
                 "its one exchange took {} (about {rounds_median} {trips})",
                 ms(median)
             ),
+            // The list stops at KEEP: there may have been more.
+            KEEP => format!(
+                "its first {KEEP} exchanges took {} each (median, about {rounds_median} {trips})",
+                ms(median)
+            ),
             n => format!(
                 "{n} exchanges took {} each (median, about {rounds_median} {trips})",
                 ms(median)
