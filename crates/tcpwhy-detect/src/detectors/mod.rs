@@ -363,13 +363,13 @@ pub(crate) fn recycle_vec<V>(v: &mut Vec<V>, max: usize) {
     }
 }
 
-/// `recycle_vec` for a queue.
-pub(crate) fn recycle_vec_deque<V>(v: &mut std::collections::VecDeque<V>, max: usize) {
-    if v.capacity() > max {
-        *v = std::collections::VecDeque::new();
-    } else {
-        v.clear();
-    }
+/// Tests' random numbers (xorshift64): the next value of `x`, below `m`.
+#[cfg(test)]
+pub(crate) fn xorshift_below(x: &mut u64, m: u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x % m
 }
 
 /// A finished connection's state, emptied when this goes.

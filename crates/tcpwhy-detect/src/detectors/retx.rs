@@ -3,7 +3,7 @@
 
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
-use super::{recycle_vec_deque, ConnState, Recycle};
+use super::{ConnState, Recycle};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -25,13 +25,7 @@ struct Losses {
 impl Recycle for State {
     fn recycle(&mut self) {
         let mut sent = std::mem::take(&mut self.sender.sent);
-        sent.one = None;
-        if let Some(m) = &mut sent.more {
-            recycle_vec_deque(m, KEEP_SENT);
-            if m.capacity() == 0 {
-                sent.more = None;
-            }
-        }
+        sent.clear();
         *self = State::default();
         self.sender.sent = sent;
     }
@@ -53,6 +47,16 @@ struct Sent {
 }
 
 impl Sent {
+    /// Empty, keeping the queue for the slot's next connection unless a bulk sender grew it
+    /// past `KEEP_SENT` (then it is given back).
+    fn clear(&mut self) {
+        self.one = None;
+        self.more = self.more.take().filter(|m| m.capacity() <= KEEP_SENT);
+        if let Some(m) = &mut self.more {
+            m.clear();
+        }
+    }
+
     fn push(&mut self, s: SentSeg) {
         match (&mut self.more, self.one) {
             (Some(m), _) => {
@@ -350,12 +354,7 @@ mod tests {
         use super::{Recycle, RING};
         use std::collections::VecDeque;
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |m: u32| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % u64::from(m)) as u32
-        };
+        let mut rnd = |m: u32| super::super::xorshift_below(&mut x, u64::from(m)) as u32;
         let mut st = State::default();
         for n in [1u32, 2, 3, 17, 127, 128, 129, 300, 1, 2] {
             let mut want: VecDeque<(Seq, Seq, At)> = VecDeque::new();

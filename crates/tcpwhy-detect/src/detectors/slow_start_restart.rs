@@ -319,12 +319,7 @@ mod tests {
         // arrive): after each burst the largest flight and its window equal the rule applied
         // to the burst's list, and an after-idle burst keeps that list and the window before.
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = |m: u64| super::super::xorshift_below(&mut x, m);
         for _ in 0..2000 {
             let mut st = State::default();
             let mut want = (0u32, 0u64);
