@@ -39,13 +39,13 @@ const KEEP: usize = 4;
 const MAX_FLIGHTS: usize = 64;
 
 /// A burst after an idle gap, as a finding shows it.
-#[derive(Default, Debug, Clone)]
+#[derive(Debug, Clone)]
 struct AfterIdle {
     /// The last data segment before the gap, the burst's first segment and the last segment
     /// of its first flight.
-    before_gap: Option<At>,
-    first: Option<At>,
-    first_flight_last: Option<At>,
+    before_gap: At,
+    first: At,
+    first_flight_last: At,
     /// The largest flight before the burst and the window (bytes) it showed.
     earlier: (u32, u64),
     /// Segments per flight (the closed ones).
@@ -55,10 +55,7 @@ struct AfterIdle {
 impl AfterIdle {
     /// The silence before the burst.
     fn idle_ns(&self) -> i64 {
-        match (self.before_gap, self.first) {
-            (Some(b), Some(f)) => f.ts_ns - b.ts_ns,
-            _ => 0,
-        }
+        self.first.ts_ns - self.before_gap.ts_ns
     }
 }
 
@@ -144,8 +141,7 @@ impl State {
         if let Some(idle) = self.idle.peek() {
             let first_flight = idle.flights.first().copied().unwrap_or(0);
             let (largest, largest_bytes) = idle.earlier;
-            if idle.before_gap.is_some()
-                && !self.after_loss
+            if !self.after_loss
                 && self.flights >= 2
                 && first_flight <= RESTART_MAX_SEGMENTS
                 && largest >= 2 * first_flight
@@ -206,13 +202,17 @@ impl Detector for SlowStartRestart {
         if gap > idle {
             st.end_burst();
             st.after_loss = std::mem::take(&mut st.loss_seen);
-            if gap != i64::MAX {
-                let earlier = (st.largest_flight, st.largest_flight_bytes);
-                let i = st.idle.get();
-                i.before_gap = st.last_data;
-                i.first = Some(ev.at);
-                i.first_flight_last = Some(ev.at);
-                i.earlier = earlier;
+            if let Some(before_gap) = st.last_data.filter(|_| gap != i64::MAX) {
+                // The record (and its list's buffer) of the previous burst after idle is
+                // written over.
+                let flights = st.idle.peek_mut().map(|i| std::mem::take(&mut i.flights));
+                st.idle.set(AfterIdle {
+                    before_gap,
+                    first: ev.at,
+                    first_flight_last: ev.at,
+                    earlier: (st.largest_flight, st.largest_flight_bytes),
+                    flights: flights.unwrap_or_default(),
+                });
             }
             st.push(len);
         } else if gap > flight_gap && usize::from(st.flights) < MAX_FLIGHTS {
@@ -222,7 +222,7 @@ impl Detector for SlowStartRestart {
             st.cur_bytes += len;
             if st.flights == 1 {
                 if let Some(i) = st.idle.peek_mut() {
-                    i.first_flight_last = Some(ev.at);
+                    i.first_flight_last = ev.at;
                 }
             }
         }
@@ -245,18 +245,12 @@ impl Detector for SlowStartRestart {
             };
             let rtt = rtt_ns(c).unwrap_or(0);
             let mut f = Finding::new(INFO.id, c);
-            f.start_ns = b.first.map_or(c.first.ts_ns, |a| a.ts_ns);
-            f.end_ns = st
-                .restarts
-                .last()
-                .and_then(|r| r.0.first)
-                .map_or(c.last.ts_ns, |a| a.ts_ns);
+            f.start_ns = b.first.ts_ns;
+            f.end_ns = st.restarts.last().map_or(b.first, |r| r.0.first).ts_ns;
             f.cost_ns = i64::from(st.total_extra_rounds) * rtt;
             f.frames = [b.before_gap, b.first, b.first_flight_last]
-                .into_iter()
-                .flatten()
                 .map(|a| a.frame())
-                .collect();
+                .to_vec();
             f.frames.dedup();
             f.explanation = format!(
                 "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
@@ -285,8 +279,8 @@ impl Detector for SlowStartRestart {
                 "idle_ms": ms_f(b.idle_ns()),
                 "rtt_ms": ms_f(rtt),
                 "restarts": st.restarts.iter().map(|(r, need)| json!({
-                    "start_ns": r.first.map(|a| a.ts_ns),
-                    "frame": r.first.map(|a| a.frame()),
+                    "start_ns": r.first.ts_ns,
+                    "frame": r.first.frame(),
                     "idle_ms": ms_f(r.idle_ns()),
                     "flights": r.flights,
                     "round_trips_with_earlier_window": need,
@@ -331,9 +325,13 @@ mod tests {
                     })
                     .collect();
                 if burst > 0 {
-                    let i = st.idle.get();
-                    i.before_gap = Some(At::new(1, 0));
-                    i.earlier = want;
+                    st.idle.set(AfterIdle {
+                        before_gap: At::new(1, 0),
+                        first: At::new(2, 0),
+                        first_flight_last: At::new(2, 0),
+                        earlier: want,
+                        flights: Vec::new(),
+                    });
                 }
                 for &(n, bytes) in &flights {
                     // The flight opens with a segment; the rest of it joins it.
