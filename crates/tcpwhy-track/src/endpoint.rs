@@ -155,7 +155,7 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
 const MAX_HOLES: usize = 3;
 
 /// Holes in a sender's sequence space, oldest first (`MAX_HOLES` at most).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Holes {
     ranges: [(Seq, Seq); MAX_HOLES],
     count: u8,
@@ -222,7 +222,7 @@ impl Holes {
 
 /// What most sides of most connections never do, counted once it happens (`Endpoint`'s
 /// methods of the same names read it).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Unusual {
     syn_retransmits: u32,
     retrans_bytes: u64,
@@ -235,6 +235,26 @@ struct Unusual {
     sack_blocks: u32,
     zero_windows: u32,
     holes: Holes,
+}
+
+impl Unusual {
+    /// Nothing unusual yet (what a side without the box reads).
+    const NONE: Unusual = Unusual {
+        syn_retransmits: 0,
+        retrans_bytes: 0,
+        retrans_segments: 0,
+        out_of_order: 0,
+        keepalives: 0,
+        duplicates: 0,
+        unseen_acked_bytes: 0,
+        ip_fragments: false,
+        sack_blocks: 0,
+        zero_windows: 0,
+        holes: Holes {
+            ranges: [(Seq(0), Seq(0)); MAX_HOLES],
+            count: 0,
+        },
+    };
 }
 
 /// Everything tcpwhy knows about one side of a connection.
@@ -340,50 +360,56 @@ impl Endpoint {
 
     /// SYNs sent again with the same ISN.
     pub fn syn_retransmits(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.syn_retransmits)
+        self.usual().syn_retransmits
     }
     /// Payload bytes sent again.
     pub fn retrans_bytes(&self) -> u64 {
-        self.unusual.as_ref().map_or(0, |u| u.retrans_bytes)
+        self.usual().retrans_bytes
     }
     /// Segments that sent payload again.
     pub fn retrans_segments(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.retrans_segments)
+        self.usual().retrans_segments
     }
     /// Segments that filled a sequence hole (arrived out of order at the capture point).
     pub fn out_of_order(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.out_of_order)
+        self.usual().out_of_order
     }
     /// Keep-alive probes (one old byte or none at next_seq - 1), not counted as retransmissions.
     pub fn keepalives(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.keepalives)
+        self.usual().keepalives
     }
     /// The same packet captured again within 1 ms (a capture on both ends of a veth, on `any`,
     /// on a bridge and its port): counted as a packet, not as a retransmission.
     pub fn duplicates(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.duplicates)
+        self.usual().duplicates
     }
     /// Bytes this side's peer acknowledged that the capture never saw this side send.
     pub fn unseen_acked_bytes(&self) -> u64 {
-        self.unusual.as_ref().map_or(0, |u| u.unseen_acked_bytes)
+        self.usual().unseen_acked_bytes
     }
     /// This side sent first IP fragments (their payload counts that fragment only, so the
     /// peer acknowledges more than was seen).
     pub fn ip_fragments(&self) -> bool {
-        self.unusual.as_ref().is_some_and(|u| u.ip_fragments)
+        self.usual().ip_fragments
     }
     /// SACK blocks this side sent.
     pub fn sack_blocks(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.sack_blocks)
+        self.usual().sack_blocks
     }
     /// Zero windows this side advertised (outside SYNs).
     pub fn zero_windows(&self) -> u32 {
-        self.unusual.as_ref().map_or(0, |u| u.zero_windows)
+        self.usual().zero_windows
+    }
+
+    /// The counts of the unusual (all zero until the first).
+    #[inline]
+    fn usual(&self) -> &Unusual {
+        self.unusual.as_deref().unwrap_or(&Unusual::NONE)
     }
 
     /// The counts of the unusual, allocated now if this is the first.
     fn unusual(&mut self) -> &mut Unusual {
-        self.unusual.get_or_insert_with(Default::default)
+        self.unusual.get_or_insert_with(|| Box::new(Unusual::NONE))
     }
 
     /// Count the packet as the same one captured again.
@@ -424,8 +450,8 @@ impl Endpoint {
         }
     }
 
-    /// Account a segment this side sent. Returns true when it carried new sequence space.
-    /// `peer_acked` is the highest ACK the peer sent: a keep-alive probe repeats a byte the
+    /// Account a segment this side sent. Returns (it carried new sequence space, it carried
+    /// payload already sent: a retransmission). `peer_acked` is the highest ACK the peer sent: a keep-alive probe repeats a byte the
     /// peer has already acknowledged; an unacknowledged byte sent again is a retransmission.
     #[inline]
     pub(crate) fn on_send(
@@ -434,7 +460,7 @@ impl Endpoint {
         at: At,
         frame_len: u32,
         peer_acked: Option<Seq>,
-    ) -> bool {
+    ) -> (bool, bool) {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
         if seg.first_fragment {
@@ -476,7 +502,7 @@ impl Endpoint {
                 self.rst = Some(at);
             }
             // An RST's sequence number says nothing about data sent.
-            return false;
+            return (false, false);
         }
         if seg.window == 0 && !syn {
             self.unusual().zero_windows += 1;
@@ -491,7 +517,7 @@ impl Endpoint {
             // First segment seen from this side: everything in it is new.
             self.set_next_seq(end);
             self.count_new_data(len, 0, at, end);
-            return span > 0;
+            return (span > 0, false);
         };
         if end > next {
             if start > next {
@@ -500,8 +526,9 @@ impl Endpoint {
             let fresh = end.diff(start.max(next)) as u32;
             let fresh_payload = fresh.min(len);
             self.set_next_seq(end);
-            self.count_new_data(fresh_payload, len - fresh_payload, at, end);
-            true
+            let old = len - fresh_payload;
+            self.count_new_data(fresh_payload, old, at, end);
+            (true, old > 0)
         } else {
             if len > 0 {
                 if self.fill_hole(start, start + len) {
@@ -513,11 +540,12 @@ impl Endpoint {
                     self.unusual().keepalives += 1;
                 } else {
                     self.count_retransmission(len);
+                    return (false, true);
                 }
             } else if len == 0 && !syn && start == (next - 1) && !seg.flags.fin() {
                 self.unusual().keepalives += 1;
             }
-            false
+            (false, false)
         }
     }
 
@@ -615,6 +643,27 @@ mod tests {
             window: 1000,
             ..TcpSegment::EMPTY
         }
+    }
+
+    #[test]
+    fn a_send_says_whether_it_was_new_and_whether_it_was_sent_again() {
+        // (new sequence space, payload sent again), segment by segment.
+        let mut e = Endpoint::new("10.0.0.1".parse().unwrap(), 40000, 0);
+        let at = |n: u64| At::new(n, n as i64 * 1000);
+        let acked = Some(Seq(0));
+        let send = |e: &mut Endpoint, n: u64, flags: u8, seq: u32, len: u32| {
+            e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked)
+        };
+        assert_eq!(send(&mut e, 1, TcpFlags::SYN, 100, 0), (true, false));
+        assert_eq!(send(&mut e, 2, TcpFlags::ACK, 101, 500), (true, false));
+        // 250 bytes sent before and 250 new: both.
+        assert_eq!(send(&mut e, 3, TcpFlags::ACK, 351, 500), (true, true));
+        // All of it sent before.
+        assert_eq!(send(&mut e, 4, TcpFlags::ACK, 101, 500), (false, true));
+        // A pure ACK, and a reset: neither.
+        assert_eq!(send(&mut e, 5, TcpFlags::ACK, 851, 0), (false, false));
+        assert_eq!(send(&mut e, 6, TcpFlags::RST, 851, 0), (false, false));
+        assert_eq!((e.retrans_segments(), e.retrans_bytes()), (2, 750));
     }
 
     #[test]

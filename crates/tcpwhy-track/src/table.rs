@@ -709,9 +709,7 @@ impl Tracker {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
         };
-        let retrans_before = me.retrans_segments();
-        let had_new = me.on_send(seg, at, frame_len, peer.max_ack());
-        let retransmission = me.retrans_segments() != retrans_before;
+        let (had_new, retransmission) = me.on_send(seg, at, frame_len, peer.max_ack());
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {
                 me.on_tsval(tsval, at.ts_ns);
