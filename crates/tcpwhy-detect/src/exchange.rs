@@ -262,7 +262,7 @@ impl State {
         let pause = delay(|d| d.pause_ns).min(delivery - retransmission - window - held_resp);
         let transfer = delivery - retransmission - window - held_resp - pause;
         Some(Exchange {
-            connection: c.id,
+            connection: c.id(),
             index: self.count,
             start,
             response_first: first,

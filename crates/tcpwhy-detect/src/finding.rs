@@ -29,7 +29,7 @@ impl Finding {
     pub fn new(id: &'static str, c: &Connection) -> Finding {
         Finding {
             id,
-            connection: c.id,
+            connection: c.id(),
             client: (c.client.addr, c.client.port),
             server: (c.server.addr, c.server.port),
             start_ns: c.first.ts_ns,

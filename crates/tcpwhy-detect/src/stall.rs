@@ -154,7 +154,7 @@ impl Stalls {
                 } else {
                     Resume::Retransmission
                 };
-                d.check(c.id, ev.from, ev.at, how, threshold, rtt, mss, out);
+                d.check(c.id(), ev.from, ev.at, how, threshold, rtt, mss, out);
             }
             if ev.retransmission {
                 d.last_retx = ev.at.into();
@@ -184,7 +184,7 @@ impl Stalls {
         if seg.flags.ack() {
             let advanced = d.snd_una().is_none_or(|u| seg.ack > u);
             if d.active && advanced {
-                d.check(c.id, peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
+                d.check(c.id(), peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;

@@ -313,7 +313,7 @@ fn ms_ns(ns: i64) -> f64 {
 pub fn connections(path: &Path) -> io::Result<Vec<Connection>> {
     let mut out = Vec::new();
     analyze_file(path, &mut |c: &Connection| out.push(c.clone()))?;
-    out.sort_by_key(|c| c.id);
+    out.sort_by_key(|c| c.id());
     Ok(out)
 }
 

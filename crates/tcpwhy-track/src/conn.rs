@@ -1,7 +1,7 @@
 //! A connection: two endpoints, its place in the history of its 4-tuple, and what it looked
 //! like from the capture point.
 
-use crate::endpoint::{At, Endpoint};
+use crate::endpoint::{At, Endpoint, Ts};
 use std::net::IpAddr;
 
 /// Which side of a connection.
@@ -157,22 +157,47 @@ pub struct Predecessor {
 }
 
 /// The handshake as seen at the capture point.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Handshake {
     /// The SYN answered by the first SYN-ACK (the last SYN before it).
     pub syn: Option<At>,
     pub syn_ack: Option<At>,
     /// The client's ACK of the SYN-ACK.
     pub ack: Option<At>,
-    /// ACKs from the server side, before any SYN-ACK, that do not acknowledge the client's SYN
-    /// (a TIME-WAIT or stale socket answering with old numbers, tcp-signatures.md section 1).
-    pub invalid_acks: u32,
-    pub first_invalid_ack: Option<At>,
-    /// RSTs the client sent before the handshake completed.
-    pub client_rsts: u32,
+    /// What few handshakes have (stale ACKs, RSTs from the client), allocated at the first:
+    /// inline it was 24 bytes of every connection. Read through the methods of the same names.
+    odd: Option<Box<Odd>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Odd {
+    invalid_acks: u32,
+    first_invalid_ack: Option<At>,
+    client_rsts: u32,
 }
 
 impl Handshake {
+    /// ACKs from the server side, before any SYN-ACK, that do not acknowledge the client's SYN
+    /// (a TIME-WAIT or stale socket answering with old numbers, tcp-signatures.md section 1).
+    pub fn invalid_acks(&self) -> u32 {
+        self.odd.as_ref().map_or(0, |o| o.invalid_acks)
+    }
+    /// The first of those ACKs.
+    pub fn first_invalid_ack(&self) -> Option<At> {
+        self.odd.as_ref().and_then(|o| o.first_invalid_ack)
+    }
+    /// RSTs the client sent before the handshake completed.
+    pub fn client_rsts(&self) -> u32 {
+        self.odd.as_ref().map_or(0, |o| o.client_rsts)
+    }
+    pub(crate) fn count_invalid_ack(&mut self, at: At) {
+        let o = self.odd.get_or_insert_default();
+        o.invalid_acks += 1;
+        o.first_invalid_ack.get_or_insert(at);
+    }
+    pub(crate) fn count_client_rst(&mut self) {
+        self.odd.get_or_insert_default().client_rsts += 1;
+    }
     /// SYN -> ACK: one full round trip from any vantage point.
     pub fn rtt_ns(&self) -> Option<i64> {
         Some(self.ack?.ts_ns - self.syn?.ts_ns).filter(|d| *d >= 0)
@@ -188,10 +213,6 @@ impl Handshake {
 /// One TCP connection: one generation of one 4-tuple.
 #[derive(Clone, Debug)]
 pub struct Connection {
-    /// The frame number of the connection's first packet: unique, ascending in the order
-    /// connections started, the same whatever else the capture holds or how the work was
-    /// shared among threads, and a place to jump to in Wireshark (Go to Packet).
-    pub id: u64,
     pub client: Endpoint,
     pub server: Endpoint,
     pub role: RoleSource,
@@ -202,7 +223,7 @@ pub struct Connection {
     pub prev: Option<Box<Predecessor>>,
     pub end_reason: EndReason,
     /// When FIN both ways or an RST was seen (cleared if the connection carries on).
-    pub closed_at: Option<i64>,
+    pub closed_at: Ts,
     /// The tracker's table slot while the connection is tracked: dense and reused after the
     /// connection is finished, so per-connection state elsewhere (the detectors') can live in
     /// arrays indexed by it instead of hash maps. Together with `id` it names the connection.
@@ -234,15 +255,21 @@ pub struct Brief {
 }
 
 impl Connection {
+    /// The frame number of the connection's first packet: unique, ascending in the order
+    /// connections started, the same whatever else the capture holds or how the work was
+    /// shared among threads, and a place to jump to in Wireshark (Go to Packet).
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.first.frame()
+    }
+
     pub(crate) fn new(
-        id: u64,
         client: (IpAddr, u16),
         server: (IpAddr, u16),
         role: RoleSource,
         at: At,
     ) -> Connection {
         Connection {
-            id,
             client: Endpoint::new(client.0, client.1, at.ts_ns),
             server: Endpoint::new(server.0, server.1, at.ts_ns),
             role,
@@ -251,14 +278,14 @@ impl Connection {
             handshake: Handshake::default(),
             prev: None,
             end_reason: EndReason::CaptureEnd,
-            closed_at: None,
+            closed_at: Ts::NONE,
             slot: 0,
         }
     }
 
     pub fn brief(&self) -> Brief {
         Brief {
-            id: self.id,
+            id: self.id(),
             client: (self.client.addr, self.client.port),
             server: (self.server.addr, self.server.port),
             duration_ns: self.duration_ns(),
@@ -303,7 +330,7 @@ impl Connection {
             (Some(_), None) => true,
             _ => false,
         };
-        let rst_first = match (c.rst, s.rst) {
+        let rst_first = match (c.rst(), s.rst()) {
             (Some(a), Some(b)) => Some(if a.frame() < b.frame() {
                 Side::Client
             } else {
@@ -322,7 +349,7 @@ impl Connection {
             // FIN both ways before any reset: a clean close.
             (Some(cf), Some(sf), rst) => {
                 let last_fin = cf.frame().max(sf.frame());
-                let rst_at = [c.rst, s.rst]
+                let rst_at = [c.rst(), s.rst()]
                     .into_iter()
                     .flatten()
                     .map(|a| a.frame())

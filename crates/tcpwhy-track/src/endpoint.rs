@@ -54,6 +54,11 @@ impl Ts {
         self.0 == i64::MIN
     }
 
+    #[inline]
+    pub fn is_some(self) -> bool {
+        self.0 != i64::MIN
+    }
+
     /// The time, leaving none.
     #[inline]
     pub fn take(&mut self) -> Option<i64> {
@@ -235,6 +240,8 @@ struct Unusual {
     sack_blocks: u32,
     zero_windows: u32,
     holes: Holes,
+    /// This side's first RST (most connections close with FINs).
+    rst: Option<At>,
 }
 
 impl Unusual {
@@ -254,6 +261,7 @@ impl Unusual {
             ranges: [(Seq(0), Seq(0)); MAX_HOLES],
             count: 0,
         },
+        rst: None,
     };
 }
 
@@ -288,7 +296,6 @@ pub struct Endpoint {
     /// Last advertised window, raw (scaled: `window_scaled()`).
     pub window_raw: u16,
     pub fin: Option<At>,
-    pub rst: Option<At>,
     pub last_ts: i64,
     /// Time for this side's data to be acknowledged by the peer, as seen from the capture point.
     pub ack_rtt: RttStats,
@@ -301,7 +308,7 @@ pub struct Endpoint {
     ts_pending: u32,
     ts_pending_at: Ts,
     /// Counts of what most sides of most connections never do (retransmit, reorder, probe,
-    /// ...) and their sequence holes, allocated at the first (inline they were 48 bytes per
+    /// ...), their sequence holes and their RST, allocated at the first (inline they were 48 bytes per
     /// side of every connection): read them through the methods of the same names.
     unusual: Option<Box<Unusual>>,
     /// The last segment's identity (a hash of the headers that change between two sends);
@@ -401,6 +408,17 @@ impl Endpoint {
         self.usual().zero_windows
     }
 
+    /// The first RST this side sent (kept with the unusual: most connections close with FINs).
+    pub fn rst(&self) -> Option<At> {
+        self.usual().rst
+    }
+    /// Forget this side's RST (the connection carried on after it).
+    pub(crate) fn clear_rst(&mut self) {
+        if let Some(u) = &mut self.unusual {
+            u.rst = None;
+        }
+    }
+
     /// The counts of the unusual (all zero until the first).
     #[inline]
     fn usual(&self) -> &Unusual {
@@ -438,7 +456,6 @@ impl Endpoint {
             timestamps: false,
             window_raw: 0,
             fin: None,
-            rst: None,
             last_ts: ts_ns,
             ack_rtt: RttStats::default(),
             timed_end: Seq(0),
@@ -498,8 +515,8 @@ impl Endpoint {
             self.fin = Some(at);
         }
         if seg.flags.rst() {
-            if self.rst.is_none() {
-                self.rst = Some(at);
+            if self.rst().is_none() {
+                self.unusual().rst = Some(at);
             }
             // An RST's sequence number says nothing about data sent.
             return (false, false);
@@ -664,6 +681,11 @@ mod tests {
         assert_eq!(send(&mut e, 5, TcpFlags::ACK, 851, 0), (false, false));
         assert_eq!(send(&mut e, 6, TcpFlags::RST, 851, 0), (false, false));
         assert_eq!((e.retrans_segments(), e.retrans_bytes()), (2, 750));
+        // The first RST is the one kept; forgotten when the connection carries on.
+        send(&mut e, 7, TcpFlags::RST, 851, 0);
+        assert_eq!(e.rst().map(|a| a.frame()), Some(6));
+        e.clear_rst();
+        assert_eq!(e.rst(), None);
     }
 
     #[test]
@@ -685,6 +707,7 @@ mod tests {
         );
         e.on_acked(Seq(1102), None, 6000);
         assert!(e.unusual.is_none());
+        assert_eq!(e.rst(), None);
         assert_eq!(
             (e.retrans_segments(), e.keepalives(), e.unseen_acked_bytes()),
             (0, 0, 0)

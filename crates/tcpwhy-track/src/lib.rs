@@ -9,7 +9,7 @@
 //! use tcpwhy_track::{Analyzer, Config, Connection};
 //! use tcpwhy_wire::LinkType;
 //! let mut done = Vec::new();
-//! let mut sink = |c: &Connection| done.push(c.id);
+//! let mut sink = |c: &Connection| done.push(c.id());
 //! let mut a = Analyzer::new(Config::default());
 //! // Raw IPv4 SYN 10.0.0.1:40000 -> 10.0.0.2:80 (link type 101).
 //! let syn = [

@@ -7,7 +7,7 @@
 //! input always gives the same output.
 
 use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
-use crate::endpoint::At;
+use crate::endpoint::{At, Ts};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -592,7 +592,7 @@ impl Tracker {
         // A connection is named by the frame number of its first packet: unique, in the order
         // connections start, and the same however the capture is shared among trackers.
         let id = at.frame();
-        let mut conn = Connection::new(id, client, server, role, at);
+        let mut conn = Connection::new(client, server, role, at);
         if let Some((mut p, old_client)) = prev {
             p.same_client = old_client == client;
             conn.prev = Some(Box::new(p));
@@ -697,12 +697,11 @@ impl Tracker {
             && !flags.syn()
             && c.client.isn().is_some_and(|isn| seg.ack != isn + 1)
         {
-            c.handshake.invalid_acks += 1;
-            c.handshake.first_invalid_ack.get_or_insert(at);
+            c.handshake.count_invalid_ack(at);
             ack_valid = false;
         }
         if in_syn_sent && side == Side::Client && flags.rst() {
-            c.handshake.client_rsts += 1;
+            c.handshake.count_client_rst();
         }
 
         let (me, peer) = match side {
@@ -731,21 +730,21 @@ impl Tracker {
         }
 
         // Closing: RST, or FIN both ways. Packets after that keep it open a little longer.
-        let closed = c.client.rst.is_some()
-            || c.server.rst.is_some()
+        let closed = c.client.rst().is_some()
+            || c.server.rst().is_some()
             || (c.client.fin.is_some() && c.server.fin.is_some());
         if closed && c.closed_at.is_none() {
-            c.closed_at = Some(at.ts_ns);
-            self.closed.push_back((slot, c.id));
+            c.closed_at = Ts::new(at.ts_ns);
+            self.closed.push_back((slot, c.id()));
         } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
             // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
-            c.closed_at = None;
-            c.client.rst = None;
-            c.server.rst = None;
+            c.closed_at = Ts::NONE;
+            c.client.clear_rst();
+            c.server.clear_rst();
         }
         // Closing brings the connection's due time forward: its timer must not be later.
         let due = due(&self.cfg, c);
-        let id = c.id;
+        let id = c.id();
         if due < self.armed[slot as usize] {
             self.arm(slot, id, due);
         }
@@ -753,7 +752,7 @@ impl Tracker {
     }
 
     fn live(&self, t: &Timer) -> Option<&Connection> {
-        self.slots.get(t.slot).filter(|c| c.id == t.id)
+        self.slots.get(t.slot).filter(|c| c.id() == t.id)
     }
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
@@ -832,7 +831,7 @@ impl Tracker {
         }
         // Closed connections mostly finish in the order they closed: drop finished ones.
         while let Some(&(slot, id)) = self.closed.front() {
-            if self.slots.get(slot).is_some_and(|c| c.id == id) {
+            if self.slots.get(slot).is_some_and(|c| c.id() == id) {
                 break;
             }
             self.closed.pop_front();
@@ -852,7 +851,7 @@ impl Tracker {
             if self
                 .slots
                 .get(slot)
-                .is_some_and(|c| c.id == id && c.closed_at.is_some())
+                .is_some_and(|c| c.id() == id && c.closed_at.is_some())
             {
                 self.finish(slot, EndReason::Closed, sink);
                 return;
@@ -921,7 +920,7 @@ impl Tracker {
     /// open, all their records at once cost as much memory again as the connections).
     pub fn finish_some(&mut self, limit: usize, sink: &mut dyn Sink) -> bool {
         let (live, pos) = self.ending.get_or_insert_with(|| {
-            let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id, c.slot)).collect();
+            let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id(), c.slot)).collect();
             live.sort_unstable();
             (live, 0)
         });
@@ -932,7 +931,7 @@ impl Tracker {
             let Some(&(id, slot)) = self.ending.as_ref().and_then(|(l, _)| l.get(i)) else {
                 break;
             };
-            let reason = match self.slots.get(slot).and_then(|c| c.closed_at) {
+            let reason = match self.slots.get(slot).and_then(|c| c.closed_at.get()) {
                 Some(_) => EndReason::Closed,
                 None => EndReason::CaptureEnd,
             };
@@ -950,7 +949,7 @@ impl Tracker {
 /// When the connection is finished unless another packet comes: its last packet plus the
 /// linger time once closed, else plus the idle timeout.
 fn due(cfg: &Config, c: &Connection) -> i64 {
-    match c.closed_at {
+    match c.closed_at.get() {
         Some(_) => c.last.ts_ns + linger(cfg, c),
         None => c.last.ts_ns + cfg.idle_timeout_ns,
     }
@@ -960,7 +959,7 @@ fn due(cfg: &Config, c: &Connection) -> i64 {
 fn linger(cfg: &Config, c: &Connection) -> i64 {
     let reset_attempt = c.handshake.syn_ack.is_none()
         && c.client.isn().is_some()
-        && (c.client.rst.is_some() || c.server.rst.is_some());
+        && (c.client.rst().is_some() || c.server.rst().is_some());
     if reset_attempt {
         cfg.reset_attempt_linger_ns.max(cfg.closed_linger_ns)
     } else {
@@ -981,7 +980,7 @@ fn same_tuple(c: &Connection, seg: &TcpSegment) -> bool {
 /// What the next connection on the tuple needs to know about `c`, and who its client was.
 fn history_of(c: &Connection) -> (Predecessor, (IpAddr, u16)) {
     let p = Predecessor {
-        id: c.id,
+        id: c.id(),
         close: c.close(),
         last_ts: c.last.ts_ns,
         same_client: true,

@@ -540,7 +540,7 @@ impl States {
             self.grow(i / CHUNK);
         }
         let e = &mut self.chunks[i / CHUNK][i % CHUNK];
-        let owner = owner(c.id);
+        let owner = owner(c.id());
         if e.state.owner != owner {
             // A released slot is already empty: every detector took its state out when the
             // connection finished. Only a slot never released needs clearing.
@@ -566,7 +566,7 @@ impl States {
     pub fn release(&mut self, c: &Connection) {
         let i = c.slot as usize;
         if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {
-            if e.state.owner == owner(c.id) {
+            if e.state.owner == owner(c.id()) {
                 e.state.owner = 0;
                 e.state.first_syn = None;
             }

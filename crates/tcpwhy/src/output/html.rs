@@ -314,14 +314,14 @@ struct Recorder<'a> {
 impl Sink for Recorder<'_> {
     fn connection(&mut self, _c: &Connection) {}
     fn segment(&mut self, c: &Connection, ev: &SegmentEvent<'_>) {
-        let Some(ws) = self.want.get(&c.id) else {
+        let Some(ws) = self.want.get(&c.id()) else {
             return;
         };
         let t = ev.at.ts_ns;
         if !ws.iter().any(|(a, b)| t >= *a && t <= *b) {
             return;
         }
-        let v = self.points.entry(c.id).or_default();
+        let v = self.points.entry(c.id()).or_default();
         if v.len() >= MAX_POINTS {
             return;
         }

@@ -126,7 +126,7 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "sack_blocks": e.sack_blocks(),
         "timestamps": e.timestamps,
         "fin_frame": e.fin.map(|a| a.frame()),
-        "rst_frame": e.rst.map(|a| a.frame()),
+        "rst_frame": e.rst().map(|a| a.frame()),
         "ack_rtt_ms": rtt_json(&e.ack_rtt),
     })
 }
@@ -142,8 +142,8 @@ pub fn connection_json(c: &Connection) -> Value {
             "rtt_ms": hs.rtt_ns().map(ms),
             "syn_to_syn_ack_ms": hs.syn_to_syn_ack_ns().map(ms),
             "syn_ack_to_ack_ms": hs.syn_ack_to_ack_ns().map(ms),
-            "invalid_acks": hs.invalid_acks,
-            "client_rsts": hs.client_rsts,
+            "invalid_acks": hs.invalid_acks(),
+            "client_rsts": hs.client_rsts(),
         })
     } else {
         Value::Null
@@ -168,7 +168,7 @@ pub fn connection_json(c: &Connection) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!("connection"));
     m.insert("version".into(), json!(SCHEMA_VERSION));
-    m.insert("id".into(), json!(c.id));
+    m.insert("id".into(), json!(c.id()));
     m.insert(
         "client".into(),
         json!(endpoint(c.client.addr, c.client.port)),

@@ -118,7 +118,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("payload_bytes", &e.payload_bytes);
     o.val("retrans_bytes", &e.retrans_bytes());
     o.val("retrans_segments", &e.retrans_segments());
-    o.val("rst_frame", &e.rst.map(|a| a.frame()));
+    o.val("rst_frame", &e.rst().map(|a| a.frame()));
     o.val("sack_blocks", &e.sack_blocks());
     o.val("sack_permitted", &e.sack_permitted);
     o.val("syn_retransmits", &e.syn_retransmits());
@@ -147,8 +147,8 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     if hs.syn.is_some() || hs.syn_ack.is_some() {
         let mut h = Obj::new(o.key("handshake"));
         h.val("ack_frame", &hs.ack.map(|a| a.frame()));
-        h.val("client_rsts", &hs.client_rsts);
-        h.val("invalid_acks", &hs.invalid_acks);
+        h.val("client_rsts", &hs.client_rsts());
+        h.val("invalid_acks", &hs.invalid_acks());
         h.val("rtt_ms", &hs.rtt_ns().map(ms));
         h.val("syn_ack_frame", &hs.syn_ack.map(|a| a.frame()));
         h.val("syn_ack_to_ack_ms", &hs.syn_ack_to_ack_ns().map(ms));
@@ -158,7 +158,7 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     } else {
         o.null("handshake");
     }
-    o.val("id", &c.id);
+    o.val("id", &c.id());
     o.val("last_frame", &c.last.frame());
     o.val("packets", &c.packets());
     match c.prev.as_deref() {

@@ -462,7 +462,7 @@ impl TextPrinter {
         let _ = writeln!(
             s,
             "\n#{} {} -> {}  {}  {} packets  {} / {}  closed: {}{}",
-            c.id,
+            c.id(),
             endpoint(c.client.addr, c.client.port),
             endpoint(c.server.addr, c.server.port),
             fmt_ms(c.duration_ns()),
@@ -546,7 +546,7 @@ impl TextPrinter {
             let _ = writeln!(s, "  ... and {} more exchanges", p.more_exchanges);
         }
         let done = &mut self.details.done;
-        done.insert((Reverse(lost), c.id), s);
+        done.insert((Reverse(lost), c.id()), s);
         if with_findings && done.len() > self.top.max(1) {
             done.pop_last();
         }
@@ -632,7 +632,7 @@ impl Printer for TextPrinter {
         let pending = if self.details.pending.is_empty() {
             None
         } else {
-            self.details.pending.remove(&c.id)
+            self.details.pending.remove(&c.id())
         };
         if let Some(p) = pending {
             self.keep_details(c, p);
