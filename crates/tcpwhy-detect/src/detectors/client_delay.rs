@@ -15,11 +15,11 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, Rare, MS};
+use super::{rtt_ns, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
-use tcpwhy_track::{Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
     id: "client-delay",
@@ -29,9 +29,14 @@ pub static INFO: Info = Info {
 
 const MIN_DELAY: i64 = 50 * MS;
 
-/// The handshake's ACK and the late request, when the wait was long (rare). Whether the first
-/// data segment has been looked at is the state's "looked at" bit (`Lazy::looked`).
-pub(crate) type State = Rare<(tcpwhy_track::At, tcpwhy_track::At)>;
+/// Nothing: whether the first data segment after the handshake has been looked at is the
+/// state's "looked at" bit (`Lazy::looked`).
+pub(crate) type State = ();
+
+/// The handshake's ACK and the late request, when the wait was long (rare): a part of the
+/// connection's `Extra`.
+#[derive(Debug)]
+pub(crate) struct Late(pub(crate) At, pub(crate) At);
 
 #[derive(Default)]
 pub struct ClientDelay {}
@@ -58,23 +63,24 @@ impl Detector for ClientDelay {
         if cs.client_delay.looked(cs.used) {
             return; // decided at the first data segment after the handshake
         }
-        let st = cs.client_delay.get(&mut cs.used);
+        cs.client_delay.get(&mut cs.used);
         if ev.from != Side::Client {
             return; // the server spoke first
         }
         let wait = ev.at.ts_ns - hs_ack.ts_ns;
         if wait >= MIN_DELAY && wait >= 4 * rtt_ns(c).unwrap_or(0) {
-            st.set((hs_ack, ev.at));
+            cs.extra.set(WHOLE, Late(hs_ack, ev.at));
         }
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.client_delay.take(&mut cs.used) else {
+        if cs.client_delay.take(&mut cs.used).is_none() {
+            return;
+        }
+        let Some(late) = cs.extra.take::<Late>(WHOLE) else {
             return;
         };
-        let Some(&(ack, req)) = st.peek() else {
-            return;
-        };
+        let Late(ack, req) = *late;
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = ack.ts_ns;
         f.end_ns = req.ts_ns;

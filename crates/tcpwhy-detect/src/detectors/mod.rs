@@ -347,6 +347,116 @@ impl<T> Rare<T> {
     }
 }
 
+/// What few connections need: the `Rare` parts of the detectors' states (what a detector
+/// found, a direction's retransmissions, its zero windows and pauses, the SYNs sent again),
+/// behind one pointer per connection (`ConnState::extra`), allocated at the first of them and
+/// dropped when the connection's state is released; each part is still boxed on its own when
+/// first written. Each part was its own 8-byte pointer in every open connection's state (136
+/// bytes of it). Parts are found by type (`Part`): `cs.extra.get::<zero_window::State>(side)`.
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    syn_stale_state: Rare<syn_stale_state::Stale>,
+    syn_refused: Rare<syn_refused::Refused>,
+    syn_unanswered: Rare<syn_unanswered::SynsAgain>,
+    client_delay: Rare<client_delay::Late>,
+    server_delay: Rare<server_delay::Found>,
+    slow_start_restart: [Rare<slow_start_restart::Found>; 2],
+    nagle_delayed_ack: [Rare<nagle_delayed_ack::Found>; 2],
+    retx: [Rare<retx::Losses>; 2],
+    zero_window: [Rare<zero_window::State>; 2],
+    rwnd_limited: [Rare<rwnd_limited::Found>; 2],
+    sender_limited: [Rare<sender_limited::State>; 2],
+}
+
+/// The `side` argument of a part that belongs to the whole connection (it is ignored).
+pub(crate) const WHOLE: Side = Side::Client;
+
+/// A part of `Extra`: where its value for direction `side` (sent by `side`) lives.
+pub(crate) trait Part: Sized {
+    fn of(e: &mut Extra, side: Side) -> &mut Rare<Self>;
+    fn of_ref(e: &Extra, side: Side) -> &Rare<Self>;
+}
+
+macro_rules! parts {
+    (whole: $($wt:ty => $wf:ident),*; per side: $($st:ty => $sf:ident),*) => {
+        $(impl Part for $wt {
+            #[inline]
+            fn of(e: &mut Extra, _: Side) -> &mut Rare<Self> {
+                &mut e.$wf
+            }
+            #[inline]
+            fn of_ref(e: &Extra, _: Side) -> &Rare<Self> {
+                &e.$wf
+            }
+        })*
+        $(impl Part for $st {
+            #[inline]
+            fn of(e: &mut Extra, side: Side) -> &mut Rare<Self> {
+                &mut e.$sf[side as usize]
+            }
+            #[inline]
+            fn of_ref(e: &Extra, side: Side) -> &Rare<Self> {
+                &e.$sf[side as usize]
+            }
+        })*
+    };
+}
+
+parts! {
+    whole:
+        syn_stale_state::Stale => syn_stale_state,
+        syn_refused::Refused => syn_refused,
+        syn_unanswered::SynsAgain => syn_unanswered,
+        client_delay::Late => client_delay,
+        server_delay::Found => server_delay;
+    per side:
+        slow_start_restart::Found => slow_start_restart,
+        nagle_delayed_ack::Found => nagle_delayed_ack,
+        retx::Losses => retx,
+        zero_window::State => zero_window,
+        rwnd_limited::Found => rwnd_limited,
+        sender_limited::State => sender_limited
+}
+
+/// A connection's `Extra`, if any part was written.
+#[derive(Debug, Default)]
+pub(crate) struct Extras(Option<Box<Extra>>);
+
+impl Extras {
+    /// Part `T` of `side`, allocated now (with the `Extra` if need be) if it was not yet.
+    #[inline]
+    pub fn get<T: Part + Default>(&mut self, side: Side) -> &mut T {
+        T::of(self.0.get_or_insert_default(), side).get()
+    }
+
+    /// Write part `T` of `side` (allocated now if it was not yet).
+    pub fn set<T: Part>(&mut self, side: Side, v: T) {
+        T::of(self.0.get_or_insert_default(), side).set(v);
+    }
+
+    /// Part `T` of `side` if it was written.
+    #[inline]
+    pub fn peek<T: Part>(&self, side: Side) -> Option<&T> {
+        self.0.as_deref().and_then(|e| T::of_ref(e, side).peek())
+    }
+
+    /// Part `T` of `side` if it was written.
+    #[inline]
+    pub fn peek_mut<T: Part>(&mut self, side: Side) -> Option<&mut T> {
+        self.0
+            .as_deref_mut()
+            .and_then(|e| T::of(e, side).peek_mut())
+    }
+
+    /// Part `T` of `side` if it was written, leaving none.
+    #[inline]
+    pub fn take<T: Part>(&mut self, side: Side) -> Option<Box<T>> {
+        self.0
+            .as_deref_mut()
+            .and_then(|e| std::mem::take(T::of(e, side)).into_inner())
+    }
+}
+
 /// A state emptied in place after its connection, keeping what it allocated.
 pub(crate) trait Recycle {
     /// Back to the default value, keeping (bounded) buffers.
@@ -422,11 +532,6 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
         self.val(side)
     }
 
-    /// The state if the detector has looked at this direction (without looking at it).
-    pub fn peek(&mut self, used: u32, side: Side) -> Option<&mut T> {
-        (used & Self::mask(side) != 0).then(|| self.val(side))
-    }
-
     pub fn take(&mut self, used: &mut u32, side: Side) -> Option<T> {
         claim(used, Self::mask(side)).then(|| std::mem::take(self.val(side)))
     }
@@ -458,18 +563,17 @@ pub struct ConnState {
     /// detectors (each kept its own copy), set by `Set::segment` before they run, cleared by
     /// `States::release`.
     pub(crate) first_syn: Option<At>,
-    pub(crate) syn_stale_state: Lazy<syn_stale_state::State, 0>,
+    /// The parts few connections need (`Extra`): the handshake detectors' states, what a
+    /// detector found, zero windows, pauses, retransmissions.
+    pub(crate) extra: Extras,
     pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
-    pub(crate) syn_refused: Lazy<syn_refused::State, 2>,
+    pub(crate) client_delay: Lazy<client_delay::State, 13>,
     pub(crate) slow_start_restart: PerSide<slow_start_restart::State, 3>,
     pub(crate) nagle_delayed_ack: PerSide<nagle_delayed_ack::State, 5>,
     pub(crate) retx: PerSide<retx::State, 7>,
-    pub(crate) zero_window: PerSide<Rare<zero_window::State>, 9>,
     pub(crate) server_delay: Lazy<server_delay::State, 11>,
     pub(crate) path_latency: Lazy<path_latency::State, 12>,
-    pub(crate) client_delay: Lazy<client_delay::State, 13>,
     pub(crate) rwnd_limited: PerSide<rwnd_limited::State, 14>,
-    pub(crate) sender_limited: PerSide<Rare<sender_limited::State>, 16>,
     pub(crate) exchange: Lazy<crate::exchange::State, 18>,
     pub(crate) stall: PerSide<crate::stall::Dir, 19>,
 }
@@ -480,9 +584,9 @@ pub struct ConnState {
 pub(crate) fn print_sizes() {
     use std::mem::size_of;
     for (name, size) in [
-        ("syn_stale_state", size_of::<syn_stale_state::State>()),
+        ("extra (pointer)", size_of::<Extras>()),
         ("syn_unanswered", size_of::<syn_unanswered::State>()),
-        ("syn_refused", size_of::<syn_refused::State>()),
+        ("client_delay", size_of::<client_delay::State>()),
         (
             "slow_start_restart",
             2 * size_of::<slow_start_restart::State>(),
@@ -492,15 +596,9 @@ pub(crate) fn print_sizes() {
             2 * size_of::<nagle_delayed_ack::State>(),
         ),
         ("retx", 2 * size_of::<retx::State>()),
-        ("zero_window", 2 * size_of::<Rare<zero_window::State>>()),
         ("server_delay", size_of::<server_delay::State>()),
         ("path_latency", size_of::<path_latency::State>()),
-        ("client_delay", size_of::<client_delay::State>()),
         ("rwnd_limited", 2 * size_of::<rwnd_limited::State>()),
-        (
-            "sender_limited",
-            2 * size_of::<Rare<sender_limited::State>>(),
-        ),
         ("exchange", size_of::<crate::exchange::State>()),
         ("stall", 2 * size_of::<crate::stall::Dir>()),
     ] {
@@ -516,7 +614,7 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state on cache-line boundaries (896 bytes, 14 lines: the alignment adds
+/// A connection's state on cache-line boundaries (768 bytes, 12 lines: the alignment adds
 /// nothing), `ConnState::used` and `owner` in the first line.
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -569,6 +667,7 @@ impl States {
             if e.state.owner == owner(c.id()) {
                 e.state.owner = 0;
                 e.state.first_syn = None;
+                e.state.extra = Extras::default();
             }
         }
     }
@@ -600,14 +699,12 @@ mod set_tests {
 
     #[test]
     fn every_state_has_its_own_used_bit() {
-        // 21 states (7 per connection, 7 per direction): looked at, each sets a bit of its
+        // 15 states (5 per connection, 5 per direction): looked at, each sets a bit of its
         // own (two sharing one would hand one's state back as the other's); taken, each
         // clears its bit and only its bit.
         let mut cs = ConnState::default();
         let u = &mut cs.used;
-        cs.syn_stale_state.get(u);
         cs.syn_unanswered.get(u);
-        cs.syn_refused.get(u);
         cs.server_delay.get(u);
         cs.path_latency.get(u);
         cs.client_delay.get(u);
@@ -616,22 +713,18 @@ mod set_tests {
             cs.slow_start_restart.get(u, side);
             cs.nagle_delayed_ack.get(u, side);
             cs.retx.get(u, side);
-            cs.zero_window.get(u, side);
             cs.rwnd_limited.get(u, side);
-            cs.sender_limited.get(u, side);
             cs.stall.get(u, side);
         }
-        assert_eq!(cs.used.count_ones(), 21, "{:b}", cs.used);
+        assert_eq!(cs.used.count_ones(), 15, "{:b}", cs.used);
         let u = &mut cs.used;
-        let mut left = 21;
+        let mut left = 15;
         let mut check = |taken: bool, u: &u32| {
             assert!(taken);
             left -= 1;
             assert_eq!(u.count_ones(), left, "{u:b}");
         };
-        check(cs.syn_stale_state.take(u).is_some(), u);
         check(cs.syn_unanswered.take(u).is_some(), u);
-        check(cs.syn_refused.take(u).is_some(), u);
         check(cs.server_delay.take(u).is_some(), u);
         check(cs.path_latency.finish(u).is_some(), u);
         check(cs.client_delay.take(u).is_some(), u);
@@ -640,13 +733,38 @@ mod set_tests {
             check(cs.slow_start_restart.take(u, side).is_some(), u);
             check(cs.nagle_delayed_ack.take(u, side).is_some(), u);
             check(cs.retx.finish(u, side).is_some(), u);
-            check(cs.zero_window.take(u, side).is_some(), u);
             check(cs.rwnd_limited.take(u, side).is_some(), u);
-            check(cs.sender_limited.take(u, side).is_some(), u);
             check(cs.stall.take(u, side).is_some(), u);
         }
         assert_eq!(cs.used, 0);
         assert!(cs.exchange.take(&mut cs.used).is_none(), "taken once");
+    }
+
+    #[test]
+    fn every_part_of_the_extra_has_its_own_place() {
+        // Each part written for both sides (a connection-wide part has one place for both),
+        // then read back: a part that shared another's place, or a side that shared the
+        // other side's, would read the wrong value or none.
+        let mut x = Extras::default();
+        assert!(x.0.is_none(), "nothing allocated until a part is written");
+        let (c, s) = (Side::Client, Side::Server);
+        x.get::<syn_refused::Refused>(WHOLE);
+        x.set(WHOLE, client_delay::Late(At::new(1, 10), At::new(2, 20)));
+        x.get::<sender_limited::State>(c);
+        x.get::<retx::Losses>(s);
+        assert!(x.0.is_some());
+        assert!(x.peek::<syn_refused::Refused>(WHOLE).is_some());
+        assert!(x.peek::<syn_stale_state::Stale>(WHOLE).is_none());
+        assert!(x.peek::<server_delay::Found>(WHOLE).is_none());
+        assert!(x.peek::<sender_limited::State>(c).is_some());
+        assert!(x.peek::<sender_limited::State>(s).is_none());
+        assert!(x.peek::<retx::Losses>(c).is_none());
+        assert!(x.peek::<zero_window::State>(s).is_none());
+        let late = x.take::<client_delay::Late>(WHOLE).expect("written");
+        assert_eq!((late.0.frame(), late.1.frame()), (1, 2));
+        assert!(x.take::<client_delay::Late>(WHOLE).is_none(), "taken once");
+        assert!(x.take::<retx::Losses>(s).is_some());
+        assert!(x.take::<retx::Losses>(c).is_none());
     }
 
     #[test]

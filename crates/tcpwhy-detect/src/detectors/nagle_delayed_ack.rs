@@ -15,7 +15,7 @@
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
 //! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
 
-use super::{rtt_ns, side_name, ConnState, Rare, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -39,12 +39,12 @@ const KEEP: usize = 8;
 pub(crate) struct State {
     /// The small segment waiting for its ACK: (at, end sequence).
     pending: Option<(At, Seq)>,
-    /// Late ACKs and what they held: most directions have none.
-    found: Rare<Found>,
 }
 
+/// Late ACKs and what they held, a part of the connection's `Extra`: most directions have
+/// none.
 #[derive(Default, Debug)]
-struct Found {
+pub(crate) struct Found {
     /// The late ACK of the pending segment: (A, ACK, delay).
     acked: Option<(At, At, i64)>,
     /// (A, ACK, B, delay) for every occurrence (the first few kept).
@@ -79,7 +79,7 @@ impl Detector for NagleDelayedAck {
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
             let st = cs.nagle_delayed_ack.get(&mut cs.used, sender);
-            if let Some(f) = st.found.peek_mut() {
+            if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
                 if let Some((a, ack, delay)) = f.acked.take() {
                     if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
                         f.count += 1;
@@ -105,7 +105,7 @@ impl Detector for NagleDelayedAck {
                 let delay = ev.at.ts_ns - a.ts_ns;
                 let pure = seg.payload_len == 0 && !seg.flags.fin();
                 if pure && (MIN_DELAY..=MAX_DELAY).contains(&delay) && delay > 3 * rtt {
-                    st.found.get().acked = Some((a, ev.at, delay));
+                    cs.extra.get::<Found>(peer).acked = Some((a, ev.at, delay));
                 }
             }
         }
@@ -113,11 +113,10 @@ impl Detector for NagleDelayedAck {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs
-                .nagle_delayed_ack
-                .take(&mut cs.used, side)
-                .and_then(|st| st.found.into_inner())
-            else {
+            if cs.nagle_delayed_ack.take(&mut cs.used, side).is_none() {
+                continue;
+            }
+            let Some(st) = cs.extra.take::<Found>(side) else {
                 continue;
             };
             let Some(&(a, ack, b, _)) = st.seen.first() else {

@@ -12,12 +12,12 @@ use tcpwhy_wire::Seq;
 #[derive(Default, Debug)]
 pub(crate) struct State {
     sender: Sender,
-    /// Boxed: most connections retransmit nothing, and every open one holds a State per side.
-    losses: Option<Box<Losses>>,
 }
 
+/// A direction's retransmissions, classified: a part of the connection's `Extra` (most
+/// connections retransmit nothing, and every open one holds a State per side).
 #[derive(Default, Debug)]
-struct Losses {
+pub(crate) struct Losses {
     fast: FastRetransmits,
     timeouts: Timeouts,
 }
@@ -144,7 +144,7 @@ impl Detector for Retransmissions {
         for side in [ev.from, ev.from.other()] {
             let st = cs.retx.get(&mut cs.used, side);
             if let Some(r) = st.sender.on_event(c, side, ev) {
-                let l = st.losses.get_or_insert_default();
+                let l = cs.extra.get::<Losses>(side);
                 if r.fast {
                     l.fast.add(r);
                 } else {
@@ -156,10 +156,10 @@ impl Detector for Retransmissions {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.retx.finish(&mut cs.used, side) else {
+            if cs.retx.finish(&mut cs.used, side).is_none() {
                 continue;
-            };
-            let Some(l) = &st.losses else {
+            }
+            let Some(l) = cs.extra.take::<Losses>(side) else {
                 continue;
             };
             if self.timeouts_on {

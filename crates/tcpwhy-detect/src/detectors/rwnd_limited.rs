@@ -17,7 +17,7 @@
 //! **References.** RFC 7323 (window scale), RFC 9293 section 3.8.6; tcp-signatures.md
 //! section 6.
 
-use super::{rtt_ns, side_name, ConnState, Rare, MS};
+use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -40,12 +40,11 @@ pub(crate) struct State {
     window: u32,
     full: Option<At>,
     max_window: u32,
-    /// The waits for the window: most directions never wait.
-    found: Rare<Found>,
 }
 
+/// The waits for the window, a part of the connection's `Extra`: most directions never wait.
 #[derive(Default, Debug)]
-struct Found {
+pub(crate) struct Found {
     first: Option<(At, At)>,
     waits: u32,
     total_ns: i64,
@@ -90,7 +89,7 @@ impl Detector for RwndLimited {
         if let Some(full) = st.full.take() {
             let wait = ev.at.ts_ns - full.ts_ns;
             if wait > (rtt / 4).max(MS) {
-                let f = st.found.get();
+                let f = cs.extra.get::<Found>(ev.from);
                 f.waits += 1;
                 f.total_ns += wait;
                 f.first.get_or_insert((full, ev.at));
@@ -109,7 +108,7 @@ impl Detector for RwndLimited {
             let Some(st) = cs.rwnd_limited.take(&mut cs.used, side) else {
                 continue;
             };
-            let Some(found) = st.found.into_inner() else {
+            let Some(found) = cs.extra.take::<Found>(side) else {
                 continue;
             };
             let Some((full, next)) = found.first else {

@@ -41,6 +41,7 @@ const KEEP: usize = 16;
 /// Pauses this soon after the sender's last retransmission may be its pacing, not its data.
 const AFTER_LOSS: i64 = 3_000 * MS;
 
+/// A direction's pauses: a part of the connection's `Extra` (most directions have none).
 #[derive(Default, Debug)]
 pub(crate) struct State {
     pauses: Vec<Stall>,
@@ -67,7 +68,7 @@ impl Detector for SenderLimited {
         {
             return;
         }
-        let st = cs.sender_limited.get(&mut cs.used, s.sender).get();
+        let st = cs.extra.get::<State>(s.sender);
         st.count += 1;
         st.total_ns += s.cost_ns;
         if st.pauses.len() < KEEP {
@@ -77,11 +78,7 @@ impl Detector for SenderLimited {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Server, Side::Client] {
-            let Some(st) = cs
-                .sender_limited
-                .take(&mut cs.used, side)
-                .and_then(|st| st.into_inner())
-            else {
+            let Some(st) = cs.extra.take::<State>(side) else {
                 continue;
             };
             let (Some(first), Some(last)) = (st.pauses.first(), st.pauses.last()) else {

@@ -18,7 +18,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, ConnState, Rare, MS};
+use super::{rtt_ns, side_name, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -40,12 +40,11 @@ pub(crate) struct State {
     /// The server's pure ACK of it, if one came before the response.
     acked: Option<At>,
     exchanges: u32,
-    /// The slow answers: most connections have none.
-    found: Rare<Found>,
 }
 
+/// The slow answers (a part of the connection's `Extra`): most connections have none.
 #[derive(Default, Debug)]
-struct Found {
+pub(crate) struct Found {
     slow: Vec<(At, Option<At>, At, i64)>,
     count: u32,
     total_ns: i64,
@@ -99,7 +98,7 @@ impl Detector for ServerDelay {
                 let server_time = ev.at.ts_ns - req.ts_ns - far;
                 if server_time >= MIN_DELAY && server_time >= 4 * rtt {
                     let acked = st.acked;
-                    let f = st.found.get();
+                    let f = cs.extra.get::<Found>(WHOLE);
                     f.count += 1;
                     f.total_ns += server_time;
                     if f.slow.len() < KEEP {
@@ -117,7 +116,7 @@ impl Detector for ServerDelay {
             return;
         };
         let exchanges = st.exchanges;
-        let Some(st) = st.found.into_inner() else {
+        let Some(st) = cs.extra.take::<Found>(WHOLE) else {
             return;
         };
         let Some(&(req, ack, resp, _)) = st.slow.first() else {

@@ -19,7 +19,7 @@
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
 
-use super::{rtt_ns, side_name, ConnState, Rare, MS};
+use super::{rtt_ns, side_name, ConnState, Extras, Rare, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -87,12 +87,11 @@ pub(crate) struct State {
     /// Set for a burst after an idle gap (allocated at a direction's first such gap and used
     /// again for the next).
     idle: Rare<AfterIdle>,
-    /// The restarts: most directions have none.
-    found: Rare<Found>,
 }
 
+/// The restarts, a part of the connection's `Extra`: most directions have none.
 #[derive(Default, Debug)]
-struct Found {
+pub(crate) struct Found {
     /// Restarts found: (burst, round trips needed with the earlier window).
     restarts: Vec<(AfterIdle, u32)>,
     count: u32,
@@ -131,9 +130,10 @@ impl State {
         self.cur_bytes = len;
     }
 
-    /// Close the current burst: was it a restart? Leaves an empty burst (keeping the
-    /// after-idle record's allocation for the next one).
-    fn end_burst(&mut self) {
+    /// Close the current burst: was it a restart (then recorded in `extra` for `side`, this
+    /// state's direction)? Leaves an empty burst (keeping the after-idle record's allocation
+    /// for the next one).
+    fn end_burst(&mut self, extra: &mut Extras, side: Side) {
         if self.flights == 0 {
             return;
         }
@@ -150,7 +150,7 @@ impl State {
                 let needed = self.burst_bytes.div_ceil(largest_bytes).max(1) as u32;
                 let actual = u32::from(self.flights);
                 if actual > needed {
-                    let f = self.found.get();
+                    let f = extra.get::<Found>(side);
                     f.count += 1;
                     f.total_extra_rounds += actual - needed;
                     if f.restarts.len() < KEEP {
@@ -200,7 +200,7 @@ impl Detector for SlowStartRestart {
         let gap = st.last_data.map_or(i64::MAX, |t| ev.at.ts_ns - t.ts_ns);
         let len = u64::from(ev.seg.payload_len);
         if gap > idle {
-            st.end_burst();
+            st.end_burst(&mut cs.extra, ev.from);
             st.after_loss = std::mem::take(&mut st.loss_seen);
             if let Some(before_gap) = st.last_data.filter(|_| gap != i64::MAX) {
                 // The record (and its list's buffer) of the previous burst after idle is
@@ -235,9 +235,9 @@ impl Detector for SlowStartRestart {
             let Some(mut st) = cs.slow_start_restart.take(&mut cs.used, side) else {
                 continue;
             };
-            st.end_burst();
+            st.end_burst(&mut cs.extra, side);
             let largest_flight = st.largest_flight;
-            let Some(st) = st.found.into_inner() else {
+            let Some(st) = cs.extra.take::<Found>(side) else {
                 continue;
             };
             let Some((b, needed)) = st.restarts.first().cloned() else {
@@ -349,7 +349,7 @@ mod tests {
                     assert_eq!(i.earlier, want);
                 }
                 want = by_list(want, &flights);
-                st.end_burst();
+                st.end_burst(&mut Extras::default(), Side::Client);
                 assert_eq!(
                     (st.largest_flight, st.largest_flight_bytes),
                     want,

@@ -13,7 +13,7 @@
 //!
 //! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
 
-use super::{ConnState, Rare};
+use super::{ConnState, WHOLE};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -25,9 +25,8 @@ pub static INFO: Info = Info {
     doc: include_str!("syn_refused.rs"),
 };
 
-/// Set at the first reset answering the SYN (most connections get none).
-pub(crate) type State = Rare<Refused>;
-
+/// Set at the first reset answering the SYN (most connections get none): a part of the
+/// connection's `Extra`.
 #[derive(Default, Debug)]
 pub(crate) struct Refused {
     refusals: u32,
@@ -59,18 +58,14 @@ impl Detector for SynRefused {
             && f.ack()
             && c.client.isn().is_some_and(|isn| ev.seg.ack == isn + 1)
         {
-            let st = cs.syn_refused.get(&mut cs.used).get();
+            let st = cs.extra.get::<Refused>(WHOLE);
             st.refusals += 1;
             st.first_rst.get_or_insert(ev.at);
         }
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs
-            .syn_refused
-            .take(&mut cs.used)
-            .and_then(|st| st.into_inner())
-        else {
+        let Some(st) = cs.extra.take::<Refused>(WHOLE) else {
             return;
         };
         let (Some(syn), Some(rst)) = (cs.first_syn, st.first_rst) else {

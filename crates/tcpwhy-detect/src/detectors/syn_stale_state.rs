@@ -20,7 +20,7 @@
 //! (net/ipv4/tcp_minisocks.c), RFC 5961 section 4.2 (challenge ACK), commit 9603d47bad46
 //! (2-jiffy retry); seeds 000 and 004.
 
-use super::{ConnState, Rare, MS};
+use super::{ConnState, MS, WHOLE};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -32,9 +32,8 @@ pub static INFO: Info = Info {
     doc: include_str!("syn_stale_state.rs"),
 };
 
-/// Set once the server answered the first SYN with a stale ACK (most connections never do).
-pub(crate) type State = Rare<Stale>;
-
+/// Set once the server answered the first SYN with a stale ACK (most connections never do):
+/// a part of the connection's `Extra`.
 #[derive(Default, Debug)]
 pub(crate) struct Stale {
     /// The stale ACK and its acknowledgment number.
@@ -64,11 +63,11 @@ impl Detector for SynStaleState {
         }
         let f = ev.seg.flags;
         let first_syn = cs.first_syn;
-        let st = cs.syn_stale_state.get(&mut cs.used);
+        let st = &mut cs.extra;
         match ev.from {
             // A SYN after the first: the retry, once the client reset the stale ACK.
             Side::Client if f.syn() && !f.ack() => {
-                if let Some(s) = st.peek_mut() {
+                if let Some(s) = st.peek_mut::<Stale>(WHOLE) {
                     if s.rst.is_some() && s.retry_syn.is_none() {
                         s.retry_syn = Some(ev.at);
                     }
@@ -81,13 +80,13 @@ impl Detector for SynStaleState {
                     && !f.syn()
                     && !f.rst()
                     && first_syn.is_some()
-                    && st.peek().is_none()
+                    && st.peek::<Stale>(WHOLE).is_none()
                     && c.client.isn().is_some_and(|isn| ev.seg.ack != isn + 1) =>
             {
-                st.get().ack = (Some(ev.at), ev.seg.ack.0);
+                st.get::<Stale>(WHOLE).ack = (Some(ev.at), ev.seg.ack.0);
             }
             Side::Client if f.rst() => {
-                if let Some(s) = st.peek_mut() {
+                if let Some(s) = st.peek_mut::<Stale>(WHOLE) {
                     if s.rst.is_none() {
                         s.rst = Some(ev.at);
                     }
@@ -98,11 +97,7 @@ impl Detector for SynStaleState {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs
-            .syn_stale_state
-            .take(&mut cs.used)
-            .and_then(|st| st.into_inner())
-        else {
+        let Some(st) = cs.extra.take::<Stale>(WHOLE) else {
             return;
         };
         let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn, st.ack) else {

@@ -17,7 +17,7 @@
 //! **References.** tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
-use super::{ConnState, Rare};
+use super::{ConnState, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -34,11 +34,13 @@ const MAX_SYNS: usize = 16;
 
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    /// The SYNs after the first (`ConnState::first_syn`): most connections send one (a Vec of
-    /// them all was a 64-byte allocation per connection).
-    more: Rare<Vec<At>>,
     answered_otherwise: bool,
 }
+
+/// The SYNs after the first (`ConnState::first_syn`), a part of the connection's `Extra`: most
+/// connections send one (a Vec of them all was a 64-byte allocation per connection).
+#[derive(Default, Debug)]
+pub(crate) struct SynsAgain(Vec<At>);
 
 #[derive(Default)]
 pub struct SynUnanswered {}
@@ -81,7 +83,7 @@ impl Detector for SynUnanswered {
         match ev.from {
             // The first SYN is `first_syn` itself (set before the detectors run).
             Side::Client if f.syn() && !f.ack() && first != Some(ev.at) => {
-                let more = st.more.get();
+                let more = &mut cs.extra.get::<SynsAgain>(WHOLE).0;
                 if more.len() + 1 < MAX_SYNS {
                     more.push(ev.at);
                 }
@@ -96,13 +98,15 @@ impl Detector for SynUnanswered {
         let Some(st) = cs.syn_unanswered.take(&mut cs.used) else {
             return;
         };
-        let (Some(first), Some(more)) = (cs.first_syn, st.more.into_inner()) else {
+        let (Some(first), Some(more)) = (cs.first_syn, cs.extra.take::<SynsAgain>(WHOLE)) else {
             return; // one SYN at most
         };
-        if more.is_empty() || st.answered_otherwise {
+        if more.0.is_empty() || st.answered_otherwise {
             return;
         }
-        let syns: Vec<At> = std::iter::once(first).chain(more.iter().copied()).collect();
+        let syns: Vec<At> = std::iter::once(first)
+            .chain(more.0.iter().copied())
+            .collect();
         let answer = c.handshake.syn_ack;
         let end = answer.unwrap_or(*syns.last().unwrap_or(&first));
         let gaps: Vec<f64> = syns

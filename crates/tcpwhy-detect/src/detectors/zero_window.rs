@@ -57,13 +57,9 @@ impl Detector for ZeroWindow {
         // A direction gets its state at its first zero window: most never advertise one
         // (their state is never written, nor read when the connection ends).
         if ev.seg.window == 0 {
-            let st = cs.zero_window.get(&mut cs.used, ev.from).get();
+            let st = cs.extra.get::<State>(ev.from);
             st.zero_since.get_or_insert(ev.at);
-        } else if let Some(st) = cs
-            .zero_window
-            .peek(cs.used, ev.from)
-            .and_then(|st| st.peek_mut())
-        {
+        } else if let Some(st) = cs.extra.peek_mut::<State>(ev.from) {
             if let Some(z) = st.zero_since.take() {
                 st.stalls += 1;
                 st.total_ns += ev.at.ts_ns - z.ts_ns;
@@ -74,11 +70,7 @@ impl Detector for ZeroWindow {
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         for side in [Side::Client, Side::Server] {
-            let Some(mut st) = cs
-                .zero_window
-                .take(&mut cs.used, side)
-                .and_then(|st| st.into_inner())
-            else {
+            let Some(mut st) = cs.extra.take::<State>(side) else {
                 continue;
             };
             let open = st.zero_since;
