@@ -18,7 +18,7 @@
 //! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
 //!   congestion window grows).
 
-use crate::detectors::{ConnState, Rare};
+use crate::detectors::{ConnState, Extras, WHOLE};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
@@ -56,10 +56,6 @@ pub(crate) struct State {
     resp_last: Option<At>,
     resp_bytes: u64,
     last_server_send: Ts,
-    /// Time the response lost to retransmissions, a zero window, held segments and server
-    /// pauses: most exchanges lose none (boxed when one happens; inline these were 48 bytes
-    /// of every connection).
-    delays: Rare<Delays>,
     /// The last pure ACK of each side.
     client_ack: Ts,
     server_ack: Ts,
@@ -75,8 +71,11 @@ pub(crate) struct State {
     count: u32,
 }
 
+/// Time the exchange's response lost to retransmissions, a zero window, held segments and
+/// server pauses, a part of the connection's `Extra` (emptied at each exchange): most
+/// exchanges lose none (inline these were 48 bytes of every connection, then a pointer).
 #[derive(Default, Debug)]
-struct Delays {
+pub(crate) struct Delays {
     retrans_ns: i64,
     /// Since when the client's window has been zero, and the time it was.
     zero_since: Ts,
@@ -127,13 +126,13 @@ impl Exchanges {
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             if seg.window > 0 {
-                if let Some(d) = st.delays.peek_mut() {
+                if let Some(d) = cs.extra.peek_mut::<Delays>(WHOLE) {
                     if let Some(z) = d.zero_since.take() {
                         d.window_ns += ev.at.ts_ns - z;
                     }
                 }
             } else {
-                let d = st.delays.get();
+                let d = cs.extra.get::<Delays>(WHOLE);
                 if d.zero_since.is_none() {
                     d.zero_since = ev.at.into();
                 }
@@ -165,13 +164,13 @@ impl Exchanges {
         match ev.from {
             Side::Client => {
                 if st.resp_first.is_some() {
-                    if let Some(x) = st.close(c) {
+                    if let Some(x) = st.close(c, &mut cs.extra) {
                         out.push(x);
                     }
                 }
                 let h = held(st.req_last, st.server_ack, ev.at);
                 if h != 0 {
-                    st.delays.get().held_req_ns += h;
+                    cs.extra.get::<Delays>(WHOLE).held_req_ns += h;
                 }
                 st.req_first.get_or_insert(ev.at);
                 st.req_last = ev.at.into();
@@ -186,9 +185,12 @@ impl Exchanges {
                 if st.resp_first.is_some() && !ev.retransmission {
                     let h = held(st.last_server_send, st.client_ack, ev.at);
                     if h != 0 {
-                        st.delays.get().held_resp_ns += h;
+                        cs.extra.get::<Delays>(WHOLE).held_resp_ns += h;
                     }
-                    let zero = st.delays.peek().is_some_and(|d| !d.zero_since.is_none());
+                    let zero = cs
+                        .extra
+                        .peek::<Delays>(WHOLE)
+                        .is_some_and(|d| !d.zero_since.is_none());
                     // Nothing in flight, the window open, not a held segment: the server paused.
                     if let Some(idle) = st.resp_all_acked.get().filter(|_| h == 0 && !zero) {
                         // Beyond the round trip from the capture point to the server and back
@@ -196,14 +198,14 @@ impl Exchanges {
                         let net = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
                         let pause = ev.at.ts_ns - idle - net;
                         if pause >= HOLD_MIN {
-                            st.delays.get().pause_ns += pause;
+                            cs.extra.get::<Delays>(WHOLE).pause_ns += pause;
                         }
                     }
                 }
                 st.resp_first.get_or_insert(ev.at);
                 if ev.retransmission {
                     if let Some(prev) = st.last_server_send.get() {
-                        st.delays.get().retrans_ns += ev.at.ts_ns - prev;
+                        cs.extra.get::<Delays>(WHOLE).retrans_ns += ev.at.ts_ns - prev;
                     }
                 }
                 if ev.new_data {
@@ -223,7 +225,7 @@ impl Exchanges {
 
     pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Exchange>) {
         if let Some(mut st) = cs.exchange.take(&mut cs.used) {
-            if let Some(x) = st.close(c) {
+            if let Some(x) = st.close(c, &mut cs.extra) {
                 out.push(x);
             }
         }
@@ -231,8 +233,10 @@ impl Exchanges {
 }
 
 impl State {
-    fn close(&mut self, c: &Connection) -> Option<Exchange> {
+    /// Close the exchange (its lost time, in `extra`, goes with it).
+    fn close(&mut self, c: &Connection, extra: &mut Extras) -> Option<Exchange> {
         let taken = std::mem::take(self);
+        let delays = extra.take::<Delays>(WHOLE);
         self.count = taken.count;
         self.client_acked = taken.client_acked;
         self.server_acked = taken.server_acked;
@@ -247,7 +251,7 @@ impl State {
         };
         self.count += 1;
         let latency = end.ts_ns - start.ts_ns;
-        let d = taken.delays.peek();
+        let d = delays.as_deref();
         let delay = |f: fn(&Delays) -> i64| d.map_or(0, f);
         let spread = (req_last - start.ts_ns).max(0);
         let held_req = delay(|d| d.held_req_ns).min(spread);

@@ -284,17 +284,6 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
     pub fn take(&mut self, used: &mut u32) -> Option<T> {
         claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
     }
-
-    /// Like `take`, for a state that keeps allocations: the state is read in place and
-    /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
-    /// connection in this slot (allocating and freeing them for each of hundreds of
-    /// thousands of short connections was 4% of a run).
-    pub fn finish(&mut self, used: &mut u32) -> Option<Finished<'_, T>>
-    where
-        T: Recycle,
-    {
-        claim(used, Self::MASK).then(|| Finished(&mut self.val))
-    }
 }
 
 /// Clear `mask` in `used`; true if it was set (the state was looked at and is handed back).
@@ -348,11 +337,13 @@ impl<T> Rare<T> {
 }
 
 /// What few connections need: the `Rare` parts of the detectors' states (what a detector
-/// found, a direction's retransmissions, its zero windows and pauses, the SYNs sent again),
+/// found, a direction's retransmissions, its zero windows and pauses, its latest burst after
+/// idle, the SYNs sent again, an exchange's lost time, the exchanges after the first),
 /// behind one pointer per connection (`ConnState::extra`), allocated at the first of them and
 /// dropped when the connection's state is released; each part is still boxed on its own when
-/// first written. Each part was its own 8-byte pointer in every open connection's state (136
-/// bytes of it). Parts are found by type (`Part`): `cs.extra.get::<zero_window::State>(side)`.
+/// first written. Each part was its own 8-byte pointer (or a list) in every open
+/// connection's state (184 bytes of it). Parts are found by type (`Part`):
+/// `cs.extra.get::<zero_window::State>(side)`.
 #[derive(Debug, Default)]
 pub(crate) struct Extra {
     syn_stale_state: Rare<syn_stale_state::Stale>,
@@ -360,7 +351,10 @@ pub(crate) struct Extra {
     syn_unanswered: Rare<syn_unanswered::SynsAgain>,
     client_delay: Rare<client_delay::Late>,
     server_delay: Rare<server_delay::Found>,
+    path_latency: Rare<path_latency::Later>,
+    exchange: Rare<crate::exchange::Delays>,
     slow_start_restart: [Rare<slow_start_restart::Found>; 2],
+    after_idle: [Rare<slow_start_restart::AfterIdle>; 2],
     nagle_delayed_ack: [Rare<nagle_delayed_ack::Found>; 2],
     retx: [Rare<retx::Losses>; 2],
     zero_window: [Rare<zero_window::State>; 2],
@@ -408,9 +402,12 @@ parts! {
         syn_refused::Refused => syn_refused,
         syn_unanswered::SynsAgain => syn_unanswered,
         client_delay::Late => client_delay,
-        server_delay::Found => server_delay;
+        server_delay::Found => server_delay,
+        path_latency::Later => path_latency,
+        crate::exchange::Delays => exchange;
     per side:
         slow_start_restart::Found => slow_start_restart,
+        slow_start_restart::AfterIdle => after_idle,
         nagle_delayed_ack::Found => nagle_delayed_ack,
         retx::Losses => retx,
         zero_window::State => zero_window,
@@ -461,16 +458,6 @@ impl Extras {
 pub(crate) trait Recycle {
     /// Back to the default value, keeping (bounded) buffers.
     fn recycle(&mut self);
-}
-
-/// Empty `v`, keeping its buffer unless it grew past `max` elements (a slot keeps at most
-/// that much for the next connection).
-pub(crate) fn recycle_vec<V>(v: &mut Vec<V>, max: usize) {
-    if v.capacity() > max {
-        *v = Vec::new();
-    } else {
-        v.clear();
-    }
 }
 
 /// Tests' random numbers (xorshift64): the next value of `x`, below `m`.
@@ -536,6 +523,10 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
         claim(used, Self::mask(side)).then(|| std::mem::take(self.val(side)))
     }
 
+    /// Like `take`, for a state that keeps allocations: the state is read in place and
+    /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
+    /// connection in this slot (allocating and freeing them for each of hundreds of
+    /// thousands of short connections was 4% of a run).
     pub fn finish(&mut self, used: &mut u32, side: Side) -> Option<Finished<'_, T>>
     where
         T: Recycle,
@@ -614,7 +605,7 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state on cache-line boundaries (768 bytes, 12 lines: the alignment adds
+/// A connection's state on cache-line boundaries (704 bytes, 11 lines: the alignment adds
 /// nothing), `ConnState::used` and `owner` in the first line.
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -726,7 +717,7 @@ mod set_tests {
         };
         check(cs.syn_unanswered.take(u).is_some(), u);
         check(cs.server_delay.take(u).is_some(), u);
-        check(cs.path_latency.finish(u).is_some(), u);
+        check(cs.path_latency.take(u).is_some(), u);
         check(cs.client_delay.take(u).is_some(), u);
         check(cs.exchange.take(u).is_some(), u);
         for side in [Side::Client, Side::Server] {

@@ -16,7 +16,7 @@
 //!
 //! **References.** tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, MS};
+use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -36,34 +36,32 @@ pub(crate) struct State {
     request_first: Option<At>,
     /// The last response segment so far; set once a response has begun.
     response_last: Option<At>,
-    /// The first exchange (its first request and last response segments) and the latencies
-    /// (first request byte to last response byte) of the ones after it: most connections
+    /// The first exchange (its first request and last response segments); the latencies of
+    /// the ones after it are a part of the connection's `Extra` (`Later`): most connections
     /// have one, whose latency is that of `first_exchange` (a list of all of them was an
-    /// allocation per connection).
+    /// allocation per connection, and an empty list inline 24 bytes of every state).
     first_exchange: Option<(At, At)>,
-    more: Vec<i64>,
 }
 
+/// The latencies (first request byte to last response byte) of the exchanges after the
+/// first, at most `KEEP - 1`.
+#[derive(Default, Debug)]
+pub(crate) struct Later(Vec<i64>);
+
 impl State {
-    fn close_exchange(&mut self) {
+    fn close_exchange(&mut self, extra: &mut Extras) {
         if let (Some(q), Some(r)) = (self.request_first, self.response_last) {
             if self.first_exchange.is_none() {
                 self.first_exchange = Some((q, r));
-            } else if self.more.len() + 1 < KEEP {
-                self.more.push(r.ts_ns - q.ts_ns);
+            } else {
+                let later = &mut extra.get::<Later>(WHOLE).0;
+                if later.len() + 1 < KEEP {
+                    later.push(r.ts_ns - q.ts_ns);
+                }
             }
         }
         self.request_first = None;
         self.response_last = None;
-    }
-}
-
-impl super::Recycle for State {
-    fn recycle(&mut self) {
-        let mut more = std::mem::take(&mut self.more);
-        super::recycle_vec(&mut more, KEEP);
-        *self = State::default();
-        self.more = more;
     }
 }
 
@@ -91,7 +89,7 @@ impl Detector for PathLatency {
             Side::Client => {
                 // A response has begun (its last segment so far is known): a new request.
                 if st.response_last.is_some() {
-                    st.close_exchange();
+                    st.close_exchange(&mut cs.extra);
                 }
                 st.request_first.get_or_insert(ev.at);
             }
@@ -104,10 +102,10 @@ impl Detector for PathLatency {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(mut st) = cs.path_latency.finish(&mut cs.used) else {
+        let Some(mut st) = cs.path_latency.take(&mut cs.used) else {
             return;
         };
-        st.close_exchange();
+        st.close_exchange(&mut cs.extra);
         let Some(rtt) = rtt_ns(c).filter(|r| *r >= MIN_RTT) else {
             return;
         };
@@ -115,7 +113,12 @@ impl Detector for PathLatency {
             return;
         };
         let exchanges: Vec<i64> = std::iter::once(r.ts_ns - q.ts_ns)
-            .chain(st.more.iter().copied())
+            .chain(
+                cs.extra
+                    .peek::<Later>(WHOLE)
+                    .into_iter()
+                    .flat_map(|l| l.0.iter().copied()),
+            )
             .collect();
         let mut sorted = exchanges.clone();
         sorted.sort_unstable();

@@ -178,11 +178,12 @@ const RING: usize = 128;
 #[derive(Default, Debug)]
 pub(crate) struct Sender {
     sent: Sent,
-    /// The peer's highest ACK (once `acked`), duplicate ACKs since it advanced, SACK seen
+    /// The peer's highest ACK (once `acked`), duplicate ACKs since it advanced (saturating:
+    /// only "three or more" matters; a byte keeps the state a cache line shorter), SACK seen
     /// since.
     last_ack: Seq,
     acked: bool,
-    dupacks: u32,
+    dupacks: u8,
     sacked: bool,
     /// The last retransmitted sequence and how often it was sent again (backoff; 0: none
     /// yet). Without Options: 8 bytes per direction of every connection.
@@ -214,7 +215,7 @@ impl Sender {
             if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
                 match self.acked.then_some(self.last_ack) {
                     Some(a) if seg.ack == a && seg.payload_len == 0 && !seg.flags.fin() => {
-                        self.dupacks += 1;
+                        self.dupacks = self.dupacks.saturating_add(1);
                     }
                     Some(a) if seg.ack <= a => {}
                     _ => {
@@ -296,9 +297,9 @@ impl Covered {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Lazy;
+    use super::super::PerSide;
     use super::{Covered, State};
-    use tcpwhy_track::At;
+    use tcpwhy_track::{At, Side};
     use tcpwhy_wire::Seq;
 
     fn push(st: &mut State, i: u32) {
@@ -308,21 +309,22 @@ mod tests {
 
     #[test]
     fn a_recycled_state_starts_empty_and_keeps_its_buffer() {
-        let mut l: Lazy<State, 3> = Lazy::default();
+        let mut l: PerSide<State, 3> = PerSide::default();
+        let side = Side::Server;
         let mut used = 0u32;
         let used = &mut used;
         assert!(
-            l.finish(used).is_none(),
+            l.finish(used, side).is_none(),
             "never looked at: nothing to finish"
         );
         for i in 0..10u32 {
-            push(l.get(used), i);
+            push(l.get(used, side), i);
         }
-        l.get(used).sender.last_ack = Seq(7);
-        l.get(used).sender.acked = true;
-        l.get(used).sender.dupacks = 2;
+        l.get(used, side).sender.last_ack = Seq(7);
+        l.get(used, side).sender.acked = true;
+        l.get(used, side).sender.dupacks = 2;
         let cap = {
-            let st = l.finish(used).expect("looked at");
+            let st = l.finish(used, side).expect("looked at");
             assert_eq!(
                 st.sender.sent.len(),
                 10,
@@ -330,8 +332,8 @@ mod tests {
             );
             st.sender.sent.capacity()
         };
-        assert!(l.finish(used).is_none(), "finished once");
-        let st = l.get(used);
+        assert!(l.finish(used, side).is_none(), "finished once");
+        let st = l.get(used, side);
         assert_eq!(st.sender.sent.len(), 0);
         assert!(
             !st.sender.acked && st.sender.dupacks == 0,
@@ -340,10 +342,10 @@ mod tests {
         assert_eq!(st.sender.sent.capacity(), cap, "the buffer is kept");
         // A bulk sender's full ring is given back rather than kept in the slot.
         for i in 0..100u32 {
-            push(l.get(used), i);
+            push(l.get(used, side), i);
         }
-        drop(l.finish(used));
-        assert_eq!(l.get(used).sender.sent.capacity(), 0);
+        drop(l.finish(used, side));
+        assert_eq!(l.get(used, side).sender.sent.capacity(), 0);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
 
-use super::{rtt_ns, side_name, ConnState, Extras, Rare, MS};
+use super::{rtt_ns, side_name, ConnState, Extras, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -38,9 +38,11 @@ const KEEP: usize = 4;
 /// response after idle (later flights are folded into the last one: bounded memory).
 const MAX_FLIGHTS: usize = 64;
 
-/// A burst after an idle gap, as a finding shows it.
+/// A burst after an idle gap, as a finding shows it: a part of the connection's `Extra` for
+/// the direction's latest such burst (allocated at its first idle gap and written over at
+/// the next, keeping its list's buffer).
 #[derive(Debug, Clone)]
-struct AfterIdle {
+pub(crate) struct AfterIdle {
     /// The last data segment before the gap, the burst's first segment and the last segment
     /// of its first flight.
     before_gap: At,
@@ -84,9 +86,6 @@ pub(crate) struct State {
     /// recovery (cwnd cut by a timeout), not a restart after idle.
     after_loss: bool,
     loss_seen: bool,
-    /// Set for a burst after an idle gap (allocated at a direction's first such gap and used
-    /// again for the next).
-    idle: Rare<AfterIdle>,
 }
 
 /// The restarts, a part of the connection's `Extra`: most directions have none.
@@ -102,8 +101,9 @@ pub(crate) struct Found {
 pub struct SlowStartRestart {}
 
 impl State {
-    /// The current flight is complete: is it the largest yet?
-    fn close_flight(&mut self) {
+    /// The current flight is complete: is it the largest yet? (`extra` holds the direction's
+    /// `AfterIdle`, `side` is the direction.)
+    fn close_flight(&mut self, extra: &mut Extras, side: Side) {
         if self.flights == 0 {
             return;
         }
@@ -117,14 +117,14 @@ impl State {
             self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
         }
         self.prev_segments = n;
-        if let Some(idle) = self.idle.peek_mut() {
+        if let Some(idle) = extra.peek_mut::<AfterIdle>(side) {
             idle.flights.push(n);
         }
     }
 
     /// A new flight starts with a segment of `len` bytes.
-    fn push(&mut self, len: u64) {
-        self.close_flight();
+    fn push(&mut self, len: u64, extra: &mut Extras, side: Side) {
+        self.close_flight(extra, side);
         self.flights += 1;
         self.cur_segments = 1;
         self.cur_bytes = len;
@@ -137,8 +137,9 @@ impl State {
         if self.flights == 0 {
             return;
         }
-        self.close_flight();
-        if let Some(idle) = self.idle.peek() {
+        self.close_flight(extra, side);
+        let mut restart = None;
+        if let Some(idle) = extra.peek::<AfterIdle>(side) {
             let first_flight = idle.flights.first().copied().unwrap_or(0);
             let (largest, largest_bytes) = idle.earlier;
             if !self.after_loss
@@ -150,12 +151,18 @@ impl State {
                 let needed = self.burst_bytes.div_ceil(largest_bytes).max(1) as u32;
                 let actual = u32::from(self.flights);
                 if actual > needed {
-                    let f = extra.get::<Found>(side);
-                    f.count += 1;
-                    f.total_extra_rounds += actual - needed;
-                    if f.restarts.len() < KEEP {
-                        f.restarts.push((idle.clone(), needed));
-                    }
+                    restart = Some((needed, actual - needed));
+                }
+            }
+        }
+        if let Some((needed, extra_rounds)) = restart {
+            let f = extra.get::<Found>(side);
+            f.count += 1;
+            f.total_extra_rounds += extra_rounds;
+            // (The burst is shown for the first few restarts: copied only for those.)
+            if f.restarts.len() < KEEP {
+                if let Some(idle) = extra.peek::<AfterIdle>(side).cloned() {
+                    extra.get::<Found>(side).restarts.push((idle, needed));
                 }
             }
         }
@@ -165,7 +172,7 @@ impl State {
         self.prev_segments = 0;
         self.burst_bytes = 0;
         self.after_loss = false;
-        if let Some(idle) = self.idle.peek_mut() {
+        if let Some(idle) = extra.peek_mut::<AfterIdle>(side) {
             idle.flights.clear();
         }
     }
@@ -205,23 +212,29 @@ impl Detector for SlowStartRestart {
             if let Some(before_gap) = st.last_data.filter(|_| gap != i64::MAX) {
                 // The record (and its list's buffer) of the previous burst after idle is
                 // written over.
-                let flights = st.idle.peek_mut().map(|i| std::mem::take(&mut i.flights));
-                st.idle.set(AfterIdle {
-                    before_gap,
-                    first: ev.at,
-                    first_flight_last: ev.at,
-                    earlier: (st.largest_flight, st.largest_flight_bytes),
-                    flights: flights.unwrap_or_default(),
-                });
+                let flights = cs
+                    .extra
+                    .peek_mut::<AfterIdle>(ev.from)
+                    .map(|i| std::mem::take(&mut i.flights));
+                cs.extra.set(
+                    ev.from,
+                    AfterIdle {
+                        before_gap,
+                        first: ev.at,
+                        first_flight_last: ev.at,
+                        earlier: (st.largest_flight, st.largest_flight_bytes),
+                        flights: flights.unwrap_or_default(),
+                    },
+                );
             }
-            st.push(len);
+            st.push(len, &mut cs.extra, ev.from);
         } else if gap > flight_gap && usize::from(st.flights) < MAX_FLIGHTS {
-            st.push(len);
+            st.push(len, &mut cs.extra, ev.from);
         } else if st.flights > 0 {
             st.cur_segments += 1;
             st.cur_bytes += len;
             if st.flights == 1 {
-                if let Some(i) = st.idle.peek_mut() {
+                if let Some(i) = cs.extra.peek_mut::<AfterIdle>(ev.from) {
                     i.first_flight_last = ev.at;
                 }
             }
@@ -316,6 +329,7 @@ mod tests {
         let mut rnd = |m: u64| super::super::xorshift_below(&mut x, m);
         for _ in 0..2000 {
             let mut st = State::default();
+            let (mut extra, side) = (Extras::default(), Side::Client);
             let mut want = (0u32, 0u64);
             for burst in 0..1 + rnd(4) {
                 let flights: Vec<(u32, u64)> = (0..1 + rnd(8))
@@ -325,23 +339,26 @@ mod tests {
                     })
                     .collect();
                 if burst > 0 {
-                    st.idle.set(AfterIdle {
-                        before_gap: At::new(1, 0),
-                        first: At::new(2, 0),
-                        first_flight_last: At::new(2, 0),
-                        earlier: want,
-                        flights: Vec::new(),
-                    });
+                    extra.set(
+                        side,
+                        AfterIdle {
+                            before_gap: At::new(1, 0),
+                            first: At::new(2, 0),
+                            first_flight_last: At::new(2, 0),
+                            earlier: want,
+                            flights: Vec::new(),
+                        },
+                    );
                 }
                 for &(n, bytes) in &flights {
                     // The flight opens with a segment; the rest of it joins it.
-                    st.push(bytes / u64::from(n));
+                    st.push(bytes / u64::from(n), &mut extra, side);
                     st.cur_segments = n;
                     st.cur_bytes = bytes;
                     st.burst_bytes += bytes;
                 }
                 if burst > 0 {
-                    let i = st.idle.peek().expect("after idle");
+                    let i = extra.peek::<AfterIdle>(side).expect("after idle");
                     let listed: Vec<u32> =
                         i.flights.iter().copied().chain([st.cur_segments]).collect();
                     let segs: Vec<u32> = flights.iter().map(|f| f.0).collect();
@@ -349,7 +366,7 @@ mod tests {
                     assert_eq!(i.earlier, want);
                 }
                 want = by_list(want, &flights);
-                st.end_burst(&mut Extras::default(), Side::Client);
+                st.end_burst(&mut extra, side);
                 assert_eq!(
                     (st.largest_flight, st.largest_flight_bytes),
                     want,
