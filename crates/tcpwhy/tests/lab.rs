@@ -103,8 +103,11 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     // retries 2 jiffies after its RST); with timestamps the SYN is accepted at once.
     let v = run_json("stale-syn-timewait", &dir);
     assert_diagnosed(&v);
+    // Fixed: no retry, so well under half the broken cost (typically 0.1-0.25 ms against
+    // 10-15 ms; a CI run, a debug build on two loaded cores, measured 2.05 ms against 15.0, which
+    // an absolute 2 ms bound failed although the retry was gone).
     assert!(p50(&v, "broken") > 2.0, "{v}");
-    assert!(p50(&v, "fixed") < 2.0, "{v}");
+    assert!(p50(&v, "fixed") < p50(&v, "broken") / 2.0, "{v}");
     assert!(samples(&v, "broken") >= 3);
     // Every reconnect the client measured as slow shows the exchange, and no other. (Not
     // always all of them: once in a loaded full run the kernel accepted one SYN at once, 0.4 ms,
@@ -122,7 +125,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     let v = run_json("stale-syn-lost-rst", &dir);
     assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 2.0, "{v}");
-    assert!(p50(&v, "control") < 2.0, "{v}");
+    assert!(p50(&v, "control") < p50(&v, "broken") / 2.0, "{v}");
     assert!(
         phase(&v, "broken")["extra"]["emulator_dropped"]
             .as_u64()
