@@ -9,11 +9,6 @@ use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
-#[derive(Default, Debug)]
-pub(crate) struct State {
-    sender: Sender,
-}
-
 /// A direction's retransmissions, classified: a part of the connection's `Extra` (most
 /// connections retransmit nothing, and every open one holds a State per side).
 #[derive(Default, Debug)]
@@ -24,10 +19,10 @@ pub(crate) struct Losses {
 
 impl Recycle for State {
     fn recycle(&mut self) {
-        let mut sent = std::mem::take(&mut self.sender.sent);
+        let mut sent = std::mem::take(&mut self.sent);
         sent.clear();
         *self = State::default();
-        self.sender.sent = sent;
+        self.sent = sent;
     }
 }
 
@@ -143,7 +138,7 @@ impl Detector for Retransmissions {
         // The sender's own segments, and the peer's ACKs about them.
         for side in [ev.from, ev.from.other()] {
             let st = cs.retx.get(&mut cs.used, side);
-            if let Some(r) = st.sender.on_event(c, side, ev) {
+            if let Some(r) = st.on_event(c, side, ev) {
                 let l = cs.extra.get::<Losses>(side);
                 if r.fast {
                     l.fast.add(r);
@@ -175,8 +170,10 @@ impl Detector for Retransmissions {
 /// Segments remembered per sender (the newest); older ones age out.
 const RING: usize = 128;
 
+/// One sender's segments and what the peer's ACKs said about them (its retransmissions are
+/// the connection's `Losses`).
 #[derive(Default, Debug)]
-pub(crate) struct Sender {
+pub(crate) struct State {
     sent: Sent,
     /// The peer's highest ACK (once `acked`), duplicate ACKs since it advanced (saturating:
     /// only "three or more" matters; a byte keeps the state a cache line shorter), SACK seen
@@ -204,7 +201,7 @@ pub(crate) struct Retx {
     pub len: u32,
 }
 
-impl Sender {
+impl State {
     /// Feed an event seen from `me`'s side of the connection; returns the retransmission if
     /// this event is one of `me`'s.
     #[inline]
@@ -304,7 +301,7 @@ mod tests {
 
     fn push(st: &mut State, i: u32) {
         let at = At::new(u64::from(i) + 1, i64::from(i));
-        st.sender.sent.push((Seq(i * 100), Seq(i * 100 + 100), at));
+        st.sent.push((Seq(i * 100), Seq(i * 100 + 100), at));
     }
 
     #[test]
@@ -320,32 +317,28 @@ mod tests {
         for i in 0..10u32 {
             push(l.get(used, side), i);
         }
-        l.get(used, side).sender.last_ack = Seq(7);
-        l.get(used, side).sender.acked = true;
-        l.get(used, side).sender.dupacks = 2;
+        l.get(used, side).last_ack = Seq(7);
+        l.get(used, side).acked = true;
+        l.get(used, side).dupacks = 2;
         let cap = {
             let st = l.finish(used, side).expect("looked at");
-            assert_eq!(
-                st.sender.sent.len(),
-                10,
-                "read in place before it is emptied"
-            );
-            st.sender.sent.capacity()
+            assert_eq!(st.sent.len(), 10, "read in place before it is emptied");
+            st.sent.capacity()
         };
         assert!(l.finish(used, side).is_none(), "finished once");
         let st = l.get(used, side);
-        assert_eq!(st.sender.sent.len(), 0);
+        assert_eq!(st.sent.len(), 0);
         assert!(
-            !st.sender.acked && st.sender.dupacks == 0,
+            !st.acked && st.dupacks == 0,
             "no fact of the old connection survives"
         );
-        assert_eq!(st.sender.sent.capacity(), cap, "the buffer is kept");
+        assert_eq!(st.sent.capacity(), cap, "the buffer is kept");
         // A bulk sender's full ring is given back rather than kept in the slot.
         for i in 0..100u32 {
             push(l.get(used, side), i);
         }
         drop(l.finish(used, side));
-        assert_eq!(l.get(used, side).sender.sent.capacity(), 0);
+        assert_eq!(l.get(used, side).sent.capacity(), 0);
     }
 
     #[test]
@@ -365,20 +358,20 @@ mod tests {
                 let start = next - rnd(2) * 50;
                 let s = (Seq(start), Seq(start + 100), At::new(u64::from(i) + 1, 0));
                 next = start + 100;
-                st.sender.sent.push(s);
+                st.sent.push(s);
                 if want.len() == RING {
                     want.pop_front();
                 }
                 want.push_back(s);
-                assert_eq!(st.sender.sent.len(), want.len());
+                assert_eq!(st.sent.len(), want.len());
             }
             for _ in 0..200 {
                 let q = Seq(rnd(next + 200));
                 let expect = want.iter().rev().find(|(a, b, _)| *a <= q && q < *b);
-                assert_eq!(st.sender.sent.find(q), expect.copied(), "n {n} seq {q:?}");
+                assert_eq!(st.sent.find(q), expect.copied(), "n {n} seq {q:?}");
             }
             st.recycle();
-            assert_eq!(st.sender.sent.len(), 0);
+            assert_eq!(st.sent.len(), 0);
         }
     }
 

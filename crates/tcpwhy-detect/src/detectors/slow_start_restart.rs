@@ -151,19 +151,20 @@ impl State {
                 let needed = self.burst_bytes.div_ceil(largest_bytes).max(1) as u32;
                 let actual = u32::from(self.flights);
                 if actual > needed {
-                    restart = Some((needed, actual - needed));
+                    // The burst is shown for the first few restarts: copied only for those.
+                    let shown = extra
+                        .peek::<Found>(side)
+                        .is_none_or(|f| f.restarts.len() < KEEP);
+                    restart = Some((needed, actual - needed, shown.then(|| idle.clone())));
                 }
             }
         }
-        if let Some((needed, extra_rounds)) = restart {
+        if let Some((needed, extra_rounds, burst)) = restart {
             let f = extra.get::<Found>(side);
             f.count += 1;
             f.total_extra_rounds += extra_rounds;
-            // (The burst is shown for the first few restarts: copied only for those.)
-            if f.restarts.len() < KEEP {
-                if let Some(idle) = extra.peek::<AfterIdle>(side).cloned() {
-                    extra.get::<Found>(side).restarts.push((idle, needed));
-                }
+            if let Some(b) = burst {
+                f.restarts.push((b, needed));
             }
         }
         self.flights = 0;
