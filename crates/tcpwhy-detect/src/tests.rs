@@ -155,20 +155,25 @@ fn zero_window_stall_is_timed_and_open_windows_are_silent() {
     assert!(f.is_empty(), "{f:?}");
 }
 
-#[test]
-fn fast_retransmit_after_three_dupacks_rto_without() {
-    // Server sends 5 segments, the 2nd is lost, three duplicate ACKs, retransmission.
+/// The server sends 5 segments, the 2nd is lost: the client's ACK, `dupacks` duplicates of
+/// it, the retransmission 1 ms later and the ACK of everything.
+fn lost_second_segment(dupacks: usize) -> Vec<Line> {
     let mut lines = with_hs(&[]);
     for i in 0..5u32 {
         lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
     }
     lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
-    for _ in 0..3 {
+    for _ in 0..dupacks {
         lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
     }
-    lines.push((22, S, ACK, 5101, 1001, 100, 1000, &[])); // fast retransmit
+    lines.push((22, S, ACK, 5101, 1001, 100, 1000, &[]));
     lines.push((32, C, ACK, 1001, 5501, 0, 1000, &[]));
-    let f = run(&lines);
+    lines
+}
+
+#[test]
+fn fast_retransmit_after_three_dupacks_rto_without() {
+    let f = run(&lost_second_segment(3));
     assert_eq!(ids(&f), ["fast-retransmit"]);
     assert_eq!(f[0].cost_ns, 11 * MS);
     assert_eq!(f[0].frames, [5, 13]);
@@ -188,16 +193,7 @@ fn fast_retransmit_after_three_dupacks_rto_without() {
 fn duplicate_acks_past_a_byte_still_make_a_fast_retransmit() {
     // The duplicate-ACK count is a saturating byte: 256 of them (a wrapping count would read
     // 0, and the retransmission would look like a timeout) still mean fast recovery.
-    let mut lines = with_hs(&[]);
-    for i in 0..3u32 {
-        lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
-    }
-    lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
-    for _ in 0..256 {
-        lines.push((21, C, ACK, 1001, 5101, 0, 1000, &[]));
-    }
-    lines.push((22, S, ACK, 5101, 1001, 100, 1000, &[]));
-    assert_eq!(ids(&run(&lines)), ["fast-retransmit"]);
+    assert_eq!(ids(&run(&lost_second_segment(256))), ["fast-retransmit"]);
 }
 
 #[test]

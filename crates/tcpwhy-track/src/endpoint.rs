@@ -308,8 +308,8 @@ pub struct Endpoint {
     ts_pending: u32,
     ts_pending_at: Ts,
     /// Counts of what most sides of most connections never do (retransmit, reorder, probe,
-    /// ...), their sequence holes and their RST, allocated at the first (inline they were 48 bytes per
-    /// side of every connection): read them through the methods of the same names.
+    /// ...), their sequence holes and their RST, allocated at the first (inline they were 48
+    /// bytes per side of every connection): read them through the methods of the same names.
     unusual: Option<Box<Unusual>>,
     /// The last segment's identity (a hash of the headers that change between two sends);
     /// `last_ts` says when it was seen.
@@ -468,8 +468,9 @@ impl Endpoint {
     }
 
     /// Account a segment this side sent. Returns (it carried new sequence space, it carried
-    /// payload already sent: a retransmission). `peer_acked` is the highest ACK the peer sent: a keep-alive probe repeats a byte the
-    /// peer has already acknowledged; an unacknowledged byte sent again is a retransmission.
+    /// payload already sent: a retransmission). `peer_acked` is the highest ACK the peer
+    /// sent: a keep-alive probe repeats a byte the peer has already acknowledged; an
+    /// unacknowledged byte sent again is a retransmission.
     #[inline]
     pub(crate) fn on_send(
         &mut self,
@@ -640,7 +641,7 @@ impl Endpoint {
 
     /// Remember the TSval of the timed data segment, for `on_acked`.
     pub(crate) fn on_tsval(&mut self, tsval: u32, ts_ns: i64) {
-        if !self.timed_at.is_none() && self.ts_pending_at.is_none() {
+        if self.timed_at.is_some() && self.ts_pending_at.is_none() {
             self.ts_pending = tsval;
             self.ts_pending_at = Ts::new(ts_ns);
         }

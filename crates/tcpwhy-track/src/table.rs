@@ -303,7 +303,7 @@ struct Slots {
 
 const CHUNK: usize = 256;
 
-/// A connection on cache-line boundaries (576 bytes: the alignment adds nothing), so that a
+/// A connection on cache-line boundaries (512 bytes: the alignment adds nothing), so that a
 /// packet's fields share as few lines as they can.
 #[derive(Default)]
 #[repr(align(64))]

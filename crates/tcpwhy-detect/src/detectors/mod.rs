@@ -554,8 +554,7 @@ pub struct ConnState {
     /// detectors (each kept its own copy), set by `Set::segment` before they run, cleared by
     /// `States::release`.
     pub(crate) first_syn: Option<At>,
-    /// The parts few connections need (`Extra`): the handshake detectors' states, what a
-    /// detector found, zero windows, pauses, retransmissions.
+    /// The parts few connections need (`Extra`).
     pub(crate) extra: Extras,
     pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
     pub(crate) client_delay: Lazy<client_delay::State, 13>,
@@ -733,9 +732,10 @@ mod set_tests {
 
     #[test]
     fn every_part_of_the_extra_has_its_own_place() {
-        // Each part written for both sides (a connection-wide part has one place for both),
-        // then read back: a part that shared another's place, or a side that shared the
-        // other side's, would read the wrong value or none.
+        // Parts cannot share a place (each field of `Extra` has its part's type); what can go
+        // wrong is the side: a per-side part must have one place per side, a connection-wide
+        // part one place whatever the side. Also: nothing is allocated before the first part,
+        // and a part is taken once.
         let mut x = Extras::default();
         assert!(x.0.is_none(), "nothing allocated until a part is written");
         let (c, s) = (Side::Client, Side::Server);
@@ -745,6 +745,10 @@ mod set_tests {
         x.get::<retx::Losses>(s);
         assert!(x.0.is_some());
         assert!(x.peek::<syn_refused::Refused>(WHOLE).is_some());
+        assert!(
+            x.peek::<syn_refused::Refused>(s).is_some(),
+            "one place whatever the side"
+        );
         assert!(x.peek::<syn_stale_state::Stale>(WHOLE).is_none());
         assert!(x.peek::<server_delay::Found>(WHOLE).is_none());
         assert!(x.peek::<sender_limited::State>(c).is_some());
