@@ -1048,3 +1048,46 @@ fn a_brief_carries_what_the_summaries_read() {
     assert_eq!(second.close, Close::Open);
     assert!(second.reused, "the tuple carried connection 1 before");
 }
+
+/// A connection that outlives its first look (2 s) is armed for the idle timeout (300 s);
+/// closing arms it again, earlier, and leaves the idle entry queued, stale. 20 000 such
+/// connections, a new one every 10 ms, each closing after 5 s (about 500 open at a time): the
+/// timer entries stay within one and a half per open connection plus the slack (kept, the
+/// stale ones grew to one per connection that had closed: 20 000), and every connection still
+/// finishes closed once it has lingered.
+#[test]
+fn stale_timers_of_closed_connections_do_not_pile_up() {
+    use crate::table::TIMER_SLACK;
+    let n = 20_000u32;
+    let mut events = Vec::new();
+    for i in 0..n {
+        let ms = i64::from(i) * 10;
+        let c = (IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 40000);
+        events.push((ms, c, S, SYN, 1000, 0));
+        events.push((ms + 1, S, c, SYN | ACK, 9000, 1001));
+        events.push((ms + 1, c, S, ACK, 1001, 9001));
+        events.push((ms + 5_000, c, S, FIN | ACK, 1001, 9001));
+        events.push((ms + 5_001, S, c, FIN | ACK, 9001, 1002));
+        events.push((ms + 5_002, c, S, ACK, 1002, 9002));
+    }
+    events.sort_by_key(|e| e.0); // stable: a connection's own order holds
+    let mut r = Run::new();
+    let (mut over, mut peak) = (0usize, 0usize);
+    for (ms, from, to, flags, seq, ack) in events {
+        r.seg_between(ms, from, to, flags, seq, ack, 0);
+        let (entries, open) = (r.t.timer_entries(), r.t.open_connections());
+        peak = peak.max(entries);
+        // (Checked when a connection starts: a few closings may come between two starts.)
+        over = over.max(entries.saturating_sub(open + open / 2 + TIMER_SLACK));
+    }
+    assert!(
+        over <= 8,
+        "{over} timer entries over the bound (peak {peak})"
+    );
+    assert!(peak < 6_000, "peak {peak} timer entries for about 500 open");
+    // Capture time moves on past every linger: all finished, closed.
+    let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
+    r.seg(i64::from(n) * 10 + 10_000, other, SYN, 1, 0, 0);
+    assert_eq!(r.done.len(), n as usize);
+    assert!(r.done.iter().all(|c| c.end_reason == EndReason::Closed));
+}
