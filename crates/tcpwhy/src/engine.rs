@@ -29,21 +29,23 @@ use tcpwhy_track::{
 };
 use tcpwhy_wire::TcpSegment;
 
-/// Packets per round: small enough that a round's records are few, large enough that the
-/// channels are quiet.
-const ROUND: usize = 32 * 1024;
+/// Packets per round: small enough that a round's records are few and that the reading
+/// thread, which merges the oldest round once every worker is done with it, seldom waits for
+/// the one worker whose share of a round is largest (a bulk transfer's packets all go to one
+/// worker); large enough that the channels are quiet. 8 Ki rounds, 16 in flight, against 32 Ki
+/// and 4 (the same segments in flight): the real-traffic benchmark 0.71 -> 0.65 s (medians of
+/// 6, interleaved), a SYN flood's JSON 2.58 s and 127 MB -> 1.68 s and 60 MB.
+const ROUND: usize = 8 * 1024;
 
-/// Rounds sent and not yet merged, at most. With two, the reading thread and the workers
-/// (three threads on two cores, say) waited for each other whenever one of them fell behind
-/// for a moment: 4 took the real-traffic benchmark from 1.12 to 0.97 s (medians of 6,
-/// interleaved; 3 gave 0.99, 6 gave 0.98) for 12 MB more (a round's segments are about
-/// 4.5 MB).
-const IN_FLIGHT: usize = 4;
+/// Rounds sent and not yet merged, at most. With two (of 32 Ki), the reading thread and the
+/// workers (three threads on two cores, say) waited for each other whenever one of them fell
+/// behind for a moment: four took the real-traffic benchmark from 1.12 to 0.97 s (a round's
+/// segments were about 4.5 MB; with 8 Ki rounds, 16 in flight hold as many segments).
+const IN_FLIGHT: usize = 16;
 
 /// What the records of the rounds in flight may take, about: a round of a flood (a connection
-/// and a finding for each of 32 Ki packets, 60 MB of JSON lines) allows only two rounds in
-/// flight, as before `IN_FLIGHT`; the first rounds go two at a time until one has been
-/// measured.
+/// and a finding for each of 8 Ki packets, 15 MB of JSON lines) allows only two rounds in
+/// flight; the first rounds go two at a time until one has been measured.
 const IN_FLIGHT_BYTES: usize = 32 << 20;
 
 /// One TCP segment for a worker.
