@@ -228,6 +228,10 @@ pub struct Connection {
     /// connection is finished, so per-connection state elsewhere (the detectors') can live in
     /// arrays indexed by it instead of hash maps. Together with `id` it names the connection.
     pub slot: u32,
+    /// The tracker's queue of closed connections holds an entry for it (one at most: an RST
+    /// answered by the same SYN again, over and over, closes and reopens one connection at
+    /// every other packet, and queued an entry at each close).
+    pub(crate) queued_closed: bool,
 }
 
 /// What a summary of many connections reads of each (the text report's counts and its
@@ -280,6 +284,7 @@ impl Connection {
             end_reason: EndReason::CaptureEnd,
             closed_at: Ts::NONE,
             slot: 0,
+            queued_closed: false,
         }
     }
 

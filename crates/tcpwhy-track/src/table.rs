@@ -378,7 +378,9 @@ pub struct Tracker {
     /// Each slot's live timer deadline (other entries for the slot are stale); never later
     /// than the connection's due time.
     armed: Vec<i64>,
-    /// Closed connections in the order they closed, for eviction (stale entries skipped).
+    /// Closed connections in the order they first closed, for eviction (stale entries
+    /// skipped; a connection closed, reopened by the same SYN and closed again keeps its
+    /// place: `Connection::queued_closed`).
     closed: VecDeque<(u32, u64)>,
     /// No timer or history entry runs out before this (capture time moving on before it has
     /// nothing to do).
@@ -629,6 +631,14 @@ impl Tracker {
         if self.timer_entries() > self.open + self.open / 2 + TIMER_SLACK {
             self.drop_stale_timers();
         }
+        if self.closed.len() > self.open + self.open / 2 + TIMER_SLACK {
+            // Finished connections leave the queue from its front only: one at the front
+            // that stays tracked (closed, reopened by the same SYN and alive for hours) kept
+            // every entry behind it. The live ones keep their order.
+            let slots = &self.slots;
+            self.closed
+                .retain(|&(slot, id)| slots.get(slot).is_some_and(|c| c.id() == id));
+        }
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
         }
@@ -747,7 +757,10 @@ impl Tracker {
             || (c.client.fin.is_some() && c.server.fin.is_some());
         if closed && c.closed_at.is_none() {
             c.closed_at = Ts::new(at.ts_ns);
-            self.closed.push_back((slot, c.id()));
+            if !c.queued_closed {
+                c.queued_closed = true;
+                self.closed.push_back((slot, c.id()));
+            }
         } else if flags.syn() && !flags.ack() && c.closed_at.is_some() && side == Side::Client {
             // The same SYN after an RST in SYN_SENT (stale-state collision): the attempt goes on.
             c.closed_at = Ts::NONE;
@@ -782,6 +795,12 @@ impl Tracker {
             Some(q) => q.push_back(t),
             None => self.timers.push(Reverse(t)),
         }
+    }
+
+    /// Entries in the queue of closed connections, live and stale (for tests).
+    #[cfg(test)]
+    pub(crate) fn closed_entries(&self) -> usize {
+        self.closed.len()
     }
 
     /// Timer entries queued, live and stale.
@@ -885,11 +904,12 @@ impl Tracker {
         // A closed connection lingering for late packets goes first: it is done anyway, so
         // finishing it early is not an eviction.
         while let Some((slot, id)) = self.closed.pop_front() {
-            if self
-                .slots
-                .get(slot)
-                .is_some_and(|c| c.id() == id && c.closed_at.is_some())
-            {
+            let Some(c) = self.slots.get_mut(slot).filter(|c| c.id() == id) else {
+                continue;
+            };
+            // Popped: closing again queues it again (at the back).
+            c.queued_closed = false;
+            if c.closed_at.is_some() {
                 self.finish(slot, EndReason::Closed, sink);
                 return;
             }
