@@ -424,7 +424,8 @@ const EVICT_SCAN: usize = 16;
 /// until its time. Kept, those entries grew with every such connection of the last 300 s of
 /// capture rather than with the connections open (26 MB at 100 000 open in the synthetic
 /// series, for a million connections that had closed). Dropping them costs a pass over the
-/// entries, once per half the open count of new connections at least.
+/// entries, once per half the open count of new connections at least. The queue of closed
+/// connections is held to the same bound (`Tracker::create`).
 pub(crate) const TIMER_SLACK: usize = 4096;
 
 fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {

@@ -1141,6 +1141,7 @@ fn a_tracked_connection_at_the_front_of_the_closed_queue_does_not_hold_the_rest(
     assert!(over <= 8, "{over} entries over the bound");
     assert!(r.t.closed_entries() < 6_000, "{}", r.t.closed_entries());
     // The first connection is still tracked, open; the others closed and finished in turn.
+    assert!(r.done.iter().all(|c| c.client.addr != C.0));
     assert!(r.done.len() > 19_000, "{}", r.done.len());
     assert!(r
         .done
