@@ -190,7 +190,7 @@ impl Exchanges {
                     let zero = cs
                         .extra
                         .peek::<Delays>(WHOLE)
-                        .is_some_and(|d| !d.zero_since.is_none());
+                        .is_some_and(|d| d.zero_since.is_some());
                     // Nothing in flight, the window open, not a held segment: the server paused.
                     if let Some(idle) = st.resp_all_acked.get().filter(|_| h == 0 && !zero) {
                         // Beyond the round trip from the capture point to the server and back

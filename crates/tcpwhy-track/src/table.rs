@@ -318,6 +318,20 @@ impl Slots {
         let i = slot as usize;
         self.chunks.get_mut(i / CHUNK)?[i % CHUNK].0.as_mut()
     }
+    /// The connection in `slot` if it is still connection `id` (a queued entry naming a slot
+    /// is stale once its connection finished, even if another took the slot since).
+    fn holding(&self, slot: u32, id: u64) -> Option<&Connection> {
+        self.get(slot).filter(|c| c.id() == id)
+    }
+    fn holding_mut(&mut self, slot: u32, id: u64) -> Option<&mut Connection> {
+        self.get_mut(slot).filter(|c| c.id() == id)
+    }
+    /// The connection a timer belongs to, if the timer is its live one (`armed`: each slot's
+    /// live deadline).
+    fn armed_by(&self, armed: &[i64], t: &Timer) -> Option<&Connection> {
+        self.holding(t.slot, t.id)
+            .filter(|_| armed.get(t.slot as usize) == Some(&t.deadline))
+    }
     fn clear(&mut self, slot: u32) {
         let i = slot as usize;
         if let Some(chunk) = self.chunks.get_mut(i / CHUNK) {
@@ -418,15 +432,21 @@ const EPHEMERAL_MIN: u16 = 32768;
 /// How many queue entries eviction may re-queue before it takes the oldest anyway.
 const EVICT_SCAN: usize = 16;
 
-/// Timer entries beyond one and a half per tracked connection, at most, before the stale ones
-/// are dropped. A connection that outlives its first look is armed for the idle timeout (300 s
+/// Entries beyond one and a half per tracked connection, at most, in the timer queues and in
+/// the queue of closed connections, before the stale ones are dropped (`queue_bound`). A connection that outlives its first look is armed for the idle timeout (300 s
 /// ahead); when it closes it is armed again, earlier, and the idle entry stays queued, stale,
 /// until its time. Kept, those entries grew with every such connection of the last 300 s of
 /// capture rather than with the connections open (26 MB at 100 000 open in the synthetic
 /// series, for a million connections that had closed). Dropping them costs a pass over the
 /// entries, once per half the open count of new connections at least. The queue of closed
-/// connections is held to the same bound (`Tracker::create`).
-pub(crate) const TIMER_SLACK: usize = 4096;
+/// connections had the same flaw (see `Tracker::create`).
+const QUEUE_SLACK: usize = 4096;
+
+/// The most entries the timer queues, or the queue of closed connections, hold with `open`
+/// connections tracked before their stale entries are dropped.
+pub(crate) fn queue_bound(open: usize) -> usize {
+    open + open / 2 + QUEUE_SLACK
+}
 
 fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
     // Returns (sender is client, how we know).
@@ -629,16 +649,16 @@ impl Tracker {
         // A first look after the linger time: most connections have closed by then.
         let first = at.ts_ns + self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns);
         self.arm(slot, id, first);
-        if self.timer_entries() > self.open + self.open / 2 + TIMER_SLACK {
+        if self.timer_entries() > queue_bound(self.open) {
             self.drop_stale_timers();
         }
-        if self.closed.len() > self.open + self.open / 2 + TIMER_SLACK {
+        if self.closed.len() > queue_bound(self.open) {
             // Finished connections leave the queue from its front only: one at the front
             // that stays tracked (closed, reopened by the same SYN and alive for hours) kept
             // every entry behind it. The live ones keep their order.
             let slots = &self.slots;
             self.closed
-                .retain(|&(slot, id)| slots.get(slot).is_some_and(|c| c.id() == id));
+                .retain(|&(slot, id)| slots.holding(slot, id).is_some());
         }
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
@@ -777,10 +797,6 @@ impl Tracker {
         Some((side, had_new, retransmission))
     }
 
-    fn live(&self, t: &Timer) -> Option<&Connection> {
-        self.slots.get(t.slot).filter(|c| c.id() == t.id)
-    }
-
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
         self.next_due = self.next_due.min(deadline);
         self.armed[slot as usize] = deadline;
@@ -809,14 +825,11 @@ impl Tracker {
         self.timers.len() + self.queues.iter().map(VecDeque::len).sum::<usize>()
     }
 
-    /// Drop the stale timer entries (see `TIMER_SLACK`). The live ones keep their order, so
+    /// Drop the stale timer entries (see `QUEUE_SLACK`). The live ones keep their order, so
     /// timers pop as before.
     fn drop_stale_timers(&mut self) {
         let (slots, armed) = (&self.slots, &self.armed);
-        let live = |t: &Timer| {
-            armed.get(t.slot as usize) == Some(&t.deadline)
-                && slots.get(t.slot).is_some_and(|c| c.id() == t.id)
-        };
+        let live = |t: &Timer| slots.armed_by(armed, t).is_some();
         for q in &mut self.queues {
             q.retain(|t| live(t));
             if q.capacity() > 4 * q.len() + 1024 {
@@ -856,8 +869,7 @@ impl Tracker {
 
     /// The connection a timer belongs to, if the timer is its live one.
     fn armed_conn(&self, t: &Timer) -> Option<&Connection> {
-        self.live(t)
-            .filter(|_| self.armed.get(t.slot as usize) == Some(&t.deadline))
+        self.slots.armed_by(&self.armed, t)
     }
 
     /// Finish connections whose time ran out by `self.now`, in (due time, id) order. A timer
@@ -888,7 +900,7 @@ impl Tracker {
         }
         // Closed connections mostly finish in the order they closed: drop finished ones.
         while let Some(&(slot, id)) = self.closed.front() {
-            if self.slots.get(slot).is_some_and(|c| c.id() == id) {
+            if self.slots.holding(slot, id).is_some() {
                 break;
             }
             self.closed.pop_front();
@@ -905,7 +917,7 @@ impl Tracker {
         // A closed connection lingering for late packets goes first: it is done anyway, so
         // finishing it early is not an eviction.
         while let Some((slot, id)) = self.closed.pop_front() {
-            let Some(c) = self.slots.get_mut(slot).filter(|c| c.id() == id) else {
+            let Some(c) = self.slots.holding_mut(slot, id) else {
                 continue;
             };
             // Popped: closing again queues it again (at the back).

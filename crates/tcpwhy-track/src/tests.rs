@@ -1057,7 +1057,7 @@ fn a_brief_carries_what_the_summaries_read() {
 /// finishes closed once it has lingered.
 #[test]
 fn stale_timers_of_closed_connections_do_not_pile_up() {
-    use crate::table::TIMER_SLACK;
+    use crate::table::queue_bound;
     let n = 20_000u32;
     let mut events = Vec::new();
     for i in 0..n {
@@ -1078,7 +1078,7 @@ fn stale_timers_of_closed_connections_do_not_pile_up() {
         let (entries, open) = (r.t.timer_entries(), r.t.open_connections());
         peak = peak.max(entries);
         // (Checked when a connection starts: a few closings may come between two starts.)
-        over = over.max(entries.saturating_sub(open + open / 2 + TIMER_SLACK));
+        over = over.max(entries.saturating_sub(queue_bound(open)));
     }
     assert!(
         over <= 8,
@@ -1116,7 +1116,7 @@ fn a_connection_reset_and_reopened_over_and_over_is_queued_once() {
 /// once the queue outgrows the open connections, as stale timers are.
 #[test]
 fn a_tracked_connection_at_the_front_of_the_closed_queue_does_not_hold_the_rest() {
-    use crate::table::TIMER_SLACK;
+    use crate::table::queue_bound;
     let mut r = Run::new();
     r.seg(0, C, SYN, 1000, 0, 0);
     r.seg(1, S, RST | ACK, 0, 1001, 0);
@@ -1131,10 +1131,7 @@ fn a_tracked_connection_at_the_front_of_the_closed_queue_does_not_hold_the_rest(
         r.seg_between(ms + 2, S, c, FIN | ACK, 9001, 1002, 0);
         r.seg_between(ms + 2, c, S, ACK, 1002, 9002, 0);
         let open = r.t.open_connections();
-        over = over.max(
-            r.t.closed_entries()
-                .saturating_sub(open + open / 2 + TIMER_SLACK),
-        );
+        over = over.max(r.t.closed_entries().saturating_sub(queue_bound(open)));
     }
     // (Checked when a connection starts; connections finishing between two starts lower the
     // bound a little.)
