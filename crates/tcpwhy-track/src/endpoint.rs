@@ -270,8 +270,6 @@ impl Unusual {
 pub struct Endpoint {
     pub addr: IpAddr,
     pub port: u16,
-    /// The first SYN this side sent (the handshake records the one that was answered).
-    pub first_syn: Option<At>,
     /// The ISN, next sequence, highest ACK and scaled window, each valid once its bit of
     /// `known` is set (as Options they took 16 bytes more per side): read them through
     /// `isn()`, `next_seq()`, `max_ack()`, `window_scaled()`.
@@ -444,7 +442,6 @@ impl Endpoint {
             max_ack_v: Seq(0),
             window_scaled_v: 0,
             known: 0,
-            first_syn: None,
             packets: 0,
             frame_bytes: 0,
             payload_bytes: 0,
@@ -505,7 +502,6 @@ impl Endpoint {
                     }
                     self.isn_v = seg.seq;
                     self.known |= ISN;
-                    self.first_syn = Some(at);
                     self.mss = o.mss;
                     self.window_scale = o.window_scale;
                     self.sack_permitted = o.sack_permitted;
