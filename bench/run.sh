@@ -3,7 +3,8 @@
 # header-walk (the floor) side by side, alternating them round by round, and prints wall time,
 # packets/s, MB/s, peak RSS and the ratios; then two synthetic series: captures of 10 k .. 1 M
 # (or 10 M) connections with 10 000 open at a time (cost per packet and memory as the capture
-# grows), and 1 M connections with 10 k .. 1 M open at a time (memory per open connection).
+# grows), and 1 M connections with 10 k .. 1 M open at a time, idle between their exchange
+# and their close (memory per open connection).
 #
 #   bench/run.sh [--short N] [--bulk-mb M] [--rounds R] [--scaling LIST] [--open LIST]
 #                [--skip-slow] [--no-tmpfs] [--series-only]
@@ -123,10 +124,11 @@ for t in "${ORDER[@]}"; do
 done
 fi
 
-# synth N OPEN: the synthetic capture's path, built once (the name carries both arguments).
+# synth N OPEN [SHAPE]: the synthetic capture's path, built once (the name carries the
+# arguments; SHAPE spread, the default, or idle: see bench/synth.rs).
 synth() {
-  local f="$OUT/synth-$1-$2.pcap"
-  [ -s "$f" ] || target/release/examples/synth "$1" "$2" "$f"
+  local f="$OUT/synth-$1-$2${3:+-$3}.pcap"
+  [ -s "$f" ] || target/release/examples/synth "$1" "$2" "$f" ${3:+"$3"}
   echo "$f"
 }
 
@@ -137,8 +139,8 @@ run_series() {
   printf "%12s %10s %12s %12s %10s %11s\n" connections "open" packets wall ns/packet "peak RSS"
   : >"$OUT/series.txt"
   for spec in "${CAPS[@]}"; do
-    read -r n open <<<"$spec"
-    f=$(stage "$(synth "$n" "$open")")
+    read -r n open shape <<<"$spec"
+    f=$(stage "$(synth "$n" "$open" $shape)")
     local walls=() rss=()
     for r in $(seq 1 "$ROUNDS"); do
       read -r w m < <(measure tcpwhy "$TCPWHY" analyze --quiet -o /dev/null "$@" "$f")
@@ -163,9 +165,10 @@ SERIES=growing run_series
 
 echo
 echo "open at once: 1 M connections, more of them open at the same time (the flow table's"
-echo "size; --max-connections 2000000 so nothing is evicted): memory per open connection."
+echo "size; --max-connections 2000000 so nothing is evicted), each idle between its exchange"
+echo "and its close like a pool of persistent connections: memory per open connection."
 IFS=, read -ra OS <<<"$OPEN"
-CAPS=(); for o in "${OS[@]}"; do CAPS+=("1000000 $o"); done
+CAPS=(); for o in "${OS[@]}"; do CAPS+=("1000000 $o idle"); done
 SERIES=open run_series --max-connections 2000000
 sort -n "$OUT/series.txt" | awk 'NR == 1 { o0 = $1; m0 = $2 } { o = $1; m = $2 } END {
   if (o > o0) printf "memory per open connection: %.0f bytes ((peak RSS at %d open - at %d open) / %d)\n",

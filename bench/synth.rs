@@ -5,7 +5,17 @@
 //! (snaplen 96), pcap, Ethernet, microseconds. No randomness: the same arguments give the same
 //! bytes.
 //!
-//!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap
+//!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap [spread|idle]
+//!
+//! Two shapes of connection (the packets of all of them still 10 us apart):
+//! - `spread` (the default): each connection's 10 packets evenly spaced over its life, so
+//!   every packet finds its connection's state cold. The packets are OPEN x 10 us apart: with
+//!   OPEN above about 200 000 that is more than the 2 s a closed connection waits for late
+//!   packets, so the last ACK comes after it and starts a connection of its own.
+//! - `idle`: the handshake and the exchange, 7 packets 100 us apart, then the connection stays
+//!   open and idle, then FIN, FIN, ACK 100 us apart: a pool of persistent connections (how a
+//!   host holds a million connections open). Nothing is split, and round trips stay at
+//!   100-200 us, so the memory per open connection is the connections' and not their delays'.
 
 use std::io::{self, BufWriter, Write};
 
@@ -71,15 +81,28 @@ const STEPS: u64 = 10;
 
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: synth CONNECTIONS OPEN OUT.pcap");
-        std::process::exit(2);
+    let idle = match args.get(4).map(String::as_str) {
+        None | Some("spread") => false,
+        Some("idle") => true,
+        Some(_) => usage(),
+    };
+    if !(4..=5).contains(&args.len()) {
+        usage();
     }
     let n: u64 = args[1].parse().expect("CONNECTIONS");
     let open: u64 = args[2].parse::<u64>().expect("OPEN").max(1);
-    // A connection sends its next packet every `gap` slots: about STEPS * gap = OPEN are
-    // open at once.
+    // The slot (after its first) in which a connection sends the packet of each step, so that
+    // about OPEN are open at once (one starts per slot). Spread: every `gap` slots. Idle: the
+    // first 7 steps in consecutive slots, the close OPEN slots after the start.
     let gap = (open / STEPS).max(1);
+    let age: [u64; STEPS as usize] = std::array::from_fn(|step| {
+        let step = step as u64;
+        match (idle, step) {
+            (false, _) => step * gap,
+            (true, 0..=6) => step,
+            (true, _) => open.max(STEPS) + step - 7,
+        }
+    });
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&args[3])?);
     w.write_all(&0xa1b2c3d4u32.to_le_bytes())?;
     w.write_all(&2u16.to_le_bytes())?;
@@ -88,19 +111,18 @@ fn main() -> io::Result<()> {
     w.write_all(&96u32.to_le_bytes())?;
     w.write_all(&1u32.to_le_bytes())?;
     let server = [10, 255, 0, 1];
-    // Connection k starts at slot k and sends its packets `gap` slots apart; a slot holds
-    // the packets due in it, packets 10 us apart.
+    // Connection k starts at slot k and sends each step's packet `age[step]` slots later; a
+    // slot holds the packets due in it, packets 10 us apart.
     let t0: u64 = 1_700_000_000_000_000;
     let mut ts = t0;
-    let total_slots = n + STEPS * gap;
+    let total_slots = n + age[STEPS as usize - 1] + 1;
     for slot in 0..total_slots {
-        // Connections active in this slot: those with start <= slot < start + STEPS*gap,
-        // stepping once every `gap` slots, so those whose age is a multiple of `gap`: one
-        // per step, oldest first (scanning every start in that window cost 10 * gap per
+        // The connections with a packet in this slot: those whose age is one of `age`, one
+        // per step, oldest first (scanning every start in the open window cost 10 * gap per
         // slot: days for 10 M).
         let hi = slot.min(n.saturating_sub(1));
         for step in (0..STEPS).rev() {
-            let age = step * gap;
+            let age = age[step as usize];
             if age > slot || slot - age > hi {
                 continue;
             }
@@ -148,4 +170,9 @@ fn main() -> io::Result<()> {
         }
     }
     w.flush()
+}
+
+fn usage() -> ! {
+    eprintln!("usage: synth CONNECTIONS OPEN OUT.pcap [spread|idle]");
+    std::process::exit(2);
 }
