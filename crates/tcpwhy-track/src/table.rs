@@ -6,13 +6,13 @@
 //! [`Predecessor`] for [`Config::history_ns`]. Every timer runs on capture time, so the same
 //! input always gives the same output.
 
-use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
+use crate::conn::{Close, Connection, EndReason, Predecessor, RoleSource, Side};
 use crate::endpoint::{At, Ts};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::IpAddr;
-use tcpwhy_wire::TcpSegment;
+use tcpwhy_wire::{Seq, TcpSegment};
 
 /// Receives every connection once, when the tracker is done with it.
 pub trait Sink {
@@ -197,40 +197,146 @@ struct Timer {
     slot: u32,
 }
 
+/// What the next SYN on a 4-tuple needs to know about the connection finished on it: its
+/// [`Predecessor`] packed (96 bytes; 136 as the predecessor and its client's address and
+/// port beside the key): the sequence numbers that may be unknown carry a bit in `known`,
+/// the client is one bit of the key, and the deadline is the last packet's time plus
+/// `HistoryRing::keep_ns`.
 #[derive(Clone, Copy, Debug)]
 struct History {
     key: FlowKey,
     hash: u64,
-    /// Forgotten after this (capture time).
-    deadline: i64,
+    id: u64,
+    last_ts: i64,
+    client_first_ts: i64,
+    client_next_seq: Seq,
+    server_next_seq: Seq,
+    client_isn: Seq,
+    close: Close,
+    /// Which of `client_next_seq`, `server_next_seq`, `client_isn` are known (bits 0, 1, 2).
+    known: u8,
+    timestamps: bool,
+    /// The client is the key's `lo` end (either, when both ends are the same).
+    client_lo: bool,
     /// Still the tuple's latest (not taken by a new connection, not replaced).
     live: bool,
-    prev: Predecessor,
-    client: (IpAddr, u16),
 }
 
-/// What the next SYN on a 4-tuple needs to know about the connection finished on it: entries
-/// oldest first in a ring (allocated as it fills, at most `cap`), found through an index of
-/// their positions by the tuple's hash. An entry is forgotten when its tuple gets a newer
-/// one, when a new connection takes it, when its deadline passes, or when the ring needs its
-/// place. (A map of entries held up to twice the entries' memory in empty buckets.)
+impl History {
+    fn of(c: &Connection, hash: u64) -> History {
+        let (p, client) = history_of(c);
+        let key = FlowKey::of_conn(c);
+        let seq = |s: Option<Seq>, bit: u8| (s.unwrap_or(Seq(0)), s.map_or(0, |_| bit));
+        let (client_next_seq, a) = seq(p.client_next_seq, 1);
+        let (server_next_seq, b) = seq(p.server_next_seq, 2);
+        let (client_isn, i) = seq(p.client_isn, 4);
+        History {
+            key,
+            hash,
+            id: p.id,
+            last_ts: p.last_ts,
+            client_first_ts: p.client_first_ts,
+            client_next_seq,
+            server_next_seq,
+            client_isn,
+            close: p.close,
+            known: a | b | i,
+            timestamps: p.timestamps,
+            client_lo: key.lo == client,
+            live: true,
+        }
+    }
+
+    /// The predecessor as `history_of` gave it, and its client's end.
+    fn predecessor(&self) -> (Predecessor, (IpAddr, u16)) {
+        let seq = |s: Seq, bit: u8| (self.known & bit != 0).then_some(s);
+        let p = Predecessor {
+            id: self.id,
+            close: self.close,
+            last_ts: self.last_ts,
+            same_client: true,
+            client_next_seq: seq(self.client_next_seq, 1),
+            server_next_seq: seq(self.server_next_seq, 2),
+            client_isn: seq(self.client_isn, 4),
+            client_first_ts: self.client_first_ts,
+            timestamps: self.timestamps,
+        };
+        let client = if self.client_lo {
+            self.key.lo
+        } else {
+            self.key.hi
+        };
+        (p, client)
+    }
+}
+
+/// Entries in chunks allocated as the ring fills: growing never copies the ones stored, and
+/// holds no more than one chunk beyond them (a vector that doubles held up to twice).
+struct HistoryEntries {
+    chunks: Vec<Vec<History>>,
+}
+
+const HISTORY_CHUNK: usize = 4096;
+
+impl HistoryEntries {
+    #[inline]
+    fn get(&self, pos: usize) -> &History {
+        &self.chunks[pos / HISTORY_CHUNK][pos % HISTORY_CHUNK]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, pos: usize) -> &mut History {
+        &mut self.chunks[pos / HISTORY_CHUNK][pos % HISTORY_CHUNK]
+    }
+
+    /// Store at position `len()`; a new chunk takes at most `room` entries.
+    fn push(&mut self, h: History, room: usize) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < HISTORY_CHUNK => c.push(h),
+            _ => {
+                let mut c = Vec::with_capacity(room.clamp(1, HISTORY_CHUNK));
+                c.push(h);
+                self.chunks.push(c);
+            }
+        }
+    }
+}
+
+/// What the next SYN on a 4-tuple needs to know about the connections finished on it:
+/// entries oldest first in a ring (allocated as it fills, at most `cap`), found through an
+/// index of their positions by the tuple's hash. An entry is forgotten when its tuple gets a
+/// newer one, when a new connection takes it, when its deadline passes, or when the ring
+/// needs its place. (A map of entries held up to twice the entries' memory in empty
+/// buckets.)
 struct HistoryRing {
-    ring: Vec<History>,
+    ring: HistoryEntries,
+    /// Positions stored so far: `ring` holds 0..filled.
+    filled: usize,
     head: usize,
     len: usize,
     cap: usize,
+    /// An entry is kept this long after its connection's last packet (capture time).
+    keep_ns: i64,
     index: HashTable<u32>,
 }
 
 impl HistoryRing {
-    fn new(cap: usize) -> HistoryRing {
+    fn new(cap: usize, keep_ns: i64) -> HistoryRing {
         HistoryRing {
-            ring: Vec::new(),
+            ring: HistoryEntries { chunks: Vec::new() },
+            filled: 0,
             head: 0,
             len: 0,
             cap: cap.max(1),
+            keep_ns,
             index: HashTable::new(),
         }
+    }
+
+    /// When the entry is forgotten (capture time).
+    #[inline]
+    fn deadline(&self, h: &History) -> i64 {
+        h.last_ts.saturating_add(self.keep_ns)
     }
 
     /// The tuple's entry, taken out (`None` if there is none or it is past its deadline).
@@ -238,13 +344,14 @@ impl HistoryRing {
         let ring = &self.ring;
         let e = self
             .index
-            .find_entry(hash, |&p| ring[p as usize].key == *key)
+            .find_entry(hash, |&p| ring.get(p as usize).key == *key)
             .ok()?;
         let pos = *e.get() as usize;
         e.remove();
-        let h = &mut self.ring[pos];
+        let h = self.ring.get_mut(pos);
         h.live = false;
-        (h.deadline > now).then_some(*h)
+        let h = *h;
+        (self.deadline(&h) > now).then_some(h)
     }
 
     fn put(&mut self, h: History) {
@@ -255,20 +362,21 @@ impl HistoryRing {
             self.pop_oldest();
         }
         let pos = (self.head + self.len) % self.cap;
-        if pos == self.ring.len() {
-            self.ring.push(h);
+        if pos == self.filled {
+            self.ring.push(h, self.cap - self.filled);
+            self.filled += 1;
         } else {
-            self.ring[pos] = h;
+            *self.ring.get_mut(pos) = h;
         }
         self.len += 1;
         let ring = &self.ring;
         self.index
-            .insert_unique(h.hash, pos as u32, |&p| ring[p as usize].hash);
+            .insert_unique(h.hash, pos as u32, |&p| ring.get(p as usize).hash);
     }
 
     fn pop_oldest(&mut self) {
         let head = self.head;
-        let h = self.ring[head];
+        let h = *self.ring.get(head);
         if h.live {
             if let Ok(e) = self.index.find_entry(h.hash, |&p| p as usize == head) {
                 e.remove();
@@ -281,14 +389,14 @@ impl HistoryRing {
     /// Forget entries whose deadline has passed (the oldest first; an entry behind a later
     /// deadline waits, and `take` ignores it once due).
     fn expire(&mut self, now: i64) {
-        while self.len > 0 && self.ring[self.head].deadline <= now {
+        while self.len > 0 && self.deadline(self.ring.get(self.head)) <= now {
             self.pop_oldest();
         }
     }
 
     fn next_deadline(&self) -> i64 {
         if self.len > 0 {
-            self.ring[self.head].deadline
+            self.deadline(self.ring.get(self.head))
         } else {
             i64::MAX
         }
@@ -472,7 +580,7 @@ fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
 
 impl Tracker {
     pub fn new(cfg: Config) -> Tracker {
-        let history = HistoryRing::new(cfg.max_connections);
+        let history = HistoryRing::new(cfg.max_connections, cfg.history_ns);
         Tracker {
             cfg,
             index: HashTable::new(),
@@ -564,7 +672,7 @@ impl Tracker {
                 let prev = self
                     .history
                     .take(hash, &key, at.ts_ns)
-                    .map(|h| (h.prev, h.client));
+                    .map(|h| h.predecessor());
                 self.create(hash, seg, at, prev, sink)
             }
         };
@@ -964,17 +1072,9 @@ impl Tracker {
         // open then, it was a million entries nothing would read).
         if reason != EndReason::Superseded && self.ending.is_none() {
             // History is bounded like the table: the oldest facts go first.
-            let (prev, client) = history_of(c);
-            let deadline = c.last.ts_ns + self.cfg.history_ns;
-            self.history.put(History {
-                key: FlowKey::of_conn(c),
-                hash,
-                deadline,
-                live: true,
-                prev,
-                client,
-            });
-            self.next_due = self.next_due.min(deadline);
+            let h = History::of(c, hash);
+            self.next_due = self.next_due.min(self.history.deadline(&h));
+            self.history.put(h);
         }
         sink.connection(c);
         self.slots.clear(slot);

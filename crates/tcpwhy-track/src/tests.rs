@@ -1146,3 +1146,60 @@ fn a_tracked_connection_at_the_front_of_the_closed_queue_does_not_hold_the_rest(
         .iter()
         .all(|c| c.client.port == 40000 && c.end_reason == EndReason::Closed));
 }
+
+#[test]
+fn the_history_gives_back_the_predecessor_it_was_given() {
+    // The history keeps a finished connection's facts packed (sequence numbers that may be
+    // unknown as bits, the client as one bit of the tuple): the next SYN on the tuple must
+    // get them back as they were. Two connections on one tuple, each finished by its timer
+    // (2 s after the close) into the history; then a SYN from the same client, and one
+    // from the other end, each taking its predecessor out of the history.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, ACK, 1001, 9001, 500);
+    r.seg(3, C, FIN | ACK, 1501, 9001, 0);
+    r.seg(4, S, FIN | ACK, 9001, 1502, 0);
+    r.seg(5, C, ACK, 1502, 9002, 0);
+    // 10 s later the client again, mid-stream (no SYN: its ISN unknown, and the server
+    // sends nothing): the first connection is in the history.
+    r.seg(10_000, C, ACK | PSH, 50_000, 70_000, 100);
+    r.seg(10_005, C, RST, 50_100, 0, 0);
+    // A SYN from the server's end, to the client's port, 10 s later again, refused; and
+    // 20 s after it a SYN from the first client (the predecessor's client is now the other
+    // end of the tuple).
+    r.seg_between(20_000, S, C, SYN, 123, 0, 0);
+    r.seg_between(20_001, C, S, RST | ACK, 0, 124, 0);
+    r.handshake(40_000, 1, 5, 6);
+    let done = r.finish();
+    assert_eq!(done.len(), 4, "{done:?}");
+    for (old, new, same_client) in [
+        (&done[0], &done[1], true),
+        (&done[1], &done[2], false),
+        (&done[2], &done[3], false),
+    ] {
+        let want = Predecessor {
+            id: old.id(),
+            close: old.close(),
+            last_ts: old.last.ts_ns,
+            same_client,
+            client_next_seq: old.client.next_seq(),
+            server_next_seq: old.server.next_seq(),
+            client_isn: old.client.isn(),
+            client_first_ts: old.first.ts_ns,
+            timestamps: false,
+        };
+        assert_eq!(new.prev.as_deref(), Some(&want), "{new:?}");
+    }
+    // Known and unknown sequence numbers both came back.
+    assert_eq!(done[0].client.next_seq(), Some(Seq(1502)));
+    assert_eq!(done[0].server.next_seq(), Some(Seq(9002)));
+    assert_eq!(done[0].client.isn(), Some(Seq(1000)));
+    assert_eq!(done[1].client.next_seq(), Some(Seq(50_100)));
+    assert_eq!(done[1].server.next_seq(), None);
+    assert_eq!(done[1].client.isn(), None);
+    assert_eq!(
+        (done[2].client.addr, done[2].client.port),
+        S,
+        "the reversed SYN's client"
+    );
+}
