@@ -131,12 +131,15 @@ fn units_per_sec(tsresol: u8) -> u64 {
     }
 }
 
-fn ng_timestamp(high: u32, low: u32, iface: &Interface) -> i64 {
+/// A pcapng timestamp in ns since 1970, or `None` outside `0..=MAX_TS_NS` (a 64-bit count of
+/// ticks reaches the year 2554 at ns resolution, and a negative offset goes before 1970).
+fn ng_timestamp(high: u32, low: u32, iface: &Interface) -> Option<i64> {
     let t = (u128::from(high) << 32) | u128::from(low);
     let u = u128::from(iface.units_per_sec);
     let ns = (t / u) * 1_000_000_000 + (t % u) * 1_000_000_000 / u;
-    let ns = i64::try_from(ns).unwrap_or(i64::MAX);
-    ns.saturating_add(iface.offset_sec.saturating_mul(NANOS))
+    let ns = i64::try_from(ns).ok()?;
+    let ns = ns.checked_add(iface.offset_sec.checked_mul(NANOS)?)?;
+    (0..=crate::MAX_TS_NS).contains(&ns).then_some(ns)
 }
 
 impl FileReader {
@@ -560,8 +563,13 @@ impl FileReader {
                         };
                         let len = (epb.caplen as usize).min(epb.data.len());
                         copy(&epb.data[..len]);
+                        let ts_ns =
+                            ng_timestamp(epb.ts_high, epb.ts_low, iface).unwrap_or_else(|| {
+                                stats.timestamps_out_of_range += 1;
+                                last_ts.clamp(0, crate::MAX_TS_NS)
+                            });
                         Some(Head {
-                            ts_ns: ng_timestamp(epb.ts_high, epb.ts_low, iface),
+                            ts_ns,
                             link: iface.link,
                             orig_len: epb.origlen,
                         })

@@ -66,6 +66,11 @@ impl std::error::Error for CaptureError {}
 /// Something the user should know that did not stop the run (a truncated file).
 pub type Warning = CaptureError;
 
+/// The latest packet time tcpwhy takes, 2^62 ns after 1970 (2116-02-20T23:53:38Z): so that
+/// every sum and difference of two packet times fits in an `i64`. A pcap file cannot go past
+/// it (32-bit seconds end in 2106); pcapng's 64-bit counts can.
+pub const MAX_TS_NS: i64 = 1 << 62;
+
 /// Counters about the containers themselves (not the packets in them).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ContainerStats {
@@ -75,6 +80,9 @@ pub struct ContainerStats {
     pub packets_without_interface: u64,
     /// Records whose timestamp is earlier than the previous record of the same file.
     pub timestamps_backwards: u64,
+    /// pcapng packets stamped before 1970 or after `MAX_TS_NS`: taken as stamped at the
+    /// previous packet's time.
+    pub timestamps_out_of_range: u64,
     /// pcapng packet blocks whose framing was sound but whose contents lied (a captured length
     /// beyond the block, say): skipped, the blocks after them read.
     pub corrupt_blocks: u64,
@@ -85,6 +93,7 @@ impl ContainerStats {
         self.blocks_skipped += o.blocks_skipped;
         self.packets_without_interface += o.packets_without_interface;
         self.timestamps_backwards += o.timestamps_backwards;
+        self.timestamps_out_of_range += o.timestamps_out_of_range;
         self.corrupt_blocks += o.corrupt_blocks;
     }
 }

@@ -412,3 +412,55 @@ fn modified_pcap_in_both_byte_orders() {
         assert!(w.is_empty());
     }
 }
+
+/// An Interface Description Block with ns resolution and an `if_tsoffset` (seconds).
+fn idb_offset(link: u16, offset_sec: i64) -> Vec<u8> {
+    let mut body = link.to_le_bytes().to_vec();
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol: 10^-9
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&[9, 0, 0, 0]);
+    body.extend_from_slice(&14u16.to_le_bytes()); // if_tsoffset
+    body.extend_from_slice(&8u16.to_le_bytes());
+    body.extend_from_slice(&offset_sec.to_le_bytes());
+    body.extend_from_slice(&[0, 0, 0, 0]);
+    ng_block(1, &body)
+}
+
+#[test]
+fn pcapng_times_before_1970_or_after_2116_take_the_time_before_them() {
+    // Interface 0 is ordinary; interface 1's offset puts its packets 2^62 s before 1970;
+    // one packet of interface 0 is stamped in 2262 (a 64-bit count of ns reaches 2554).
+    // Read as they were, the two ends of the range 146 000 years apart overflowed every
+    // difference of times (a debug build panicked in the reports, a release build wrapped).
+    let t = 1_700_000_000_000_000_000u64;
+    let late = i64::MAX as u64 - 5;
+    let mut f = shb();
+    f.extend(idb_offset(1, 0));
+    f.extend(idb_offset(1, -(1 << 62)));
+    f.extend(epb(0, t, &[1; 20]));
+    f.extend(epb(1, 5, &[2; 20]));
+    f.extend(epb(0, t + 1000, &[3; 20]));
+    f.extend(epb(0, late, &[4; 20]));
+    f.extend(epb(0, t + 2000, &[5; 20]));
+    let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
+    let mut times = Vec::new();
+    while let Some(p) = cap.next().unwrap() {
+        times.push((p.data[0], p.ts_ns));
+    }
+    let t = t as i64;
+    assert_eq!(
+        times,
+        vec![(1, t), (2, t), (3, t + 1000), (4, t + 1000), (5, t + 2000)]
+    );
+    assert_eq!(cap.stats().timestamps_out_of_range, 2);
+    assert_eq!(cap.stats().timestamps_backwards, 0);
+    // The last time inside the range is taken as it is.
+    let mut f = shb();
+    f.extend(idb(1, Some(9)));
+    f.extend(epb(0, crate::MAX_TS_NS as u64, &[1; 20]));
+    let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
+    assert_eq!(cap.next().unwrap().map(|p| p.ts_ns), Some(crate::MAX_TS_NS));
+    assert_eq!(cap.stats().timestamps_out_of_range, 0);
+}

@@ -757,7 +757,9 @@ impl Tracker {
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
         // A first look after the linger time: most connections have closed by then.
-        let first = at.ts_ns + self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns);
+        let first = at
+            .ts_ns
+            .saturating_add(self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns));
         self.arm(slot, id, first);
         if self.timer_entries() > queue_bound(self.open) {
             self.drop_stale_timers();
@@ -1122,8 +1124,8 @@ impl Tracker {
 /// linger time once closed, else plus the idle timeout.
 fn due(cfg: &Config, c: &Connection) -> i64 {
     match c.closed_at.get() {
-        Some(_) => c.last.ts_ns + linger(cfg, c),
-        None => c.last.ts_ns + cfg.idle_timeout_ns,
+        Some(_) => c.last.ts_ns.saturating_add(linger(cfg, c)),
+        None => c.last.ts_ns.saturating_add(cfg.idle_timeout_ns),
     }
 }
 

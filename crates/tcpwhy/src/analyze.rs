@@ -74,6 +74,13 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     } = run;
 
     let mut warnings: Vec<String> = capture.warnings().iter().map(|w| w.to_string()).collect();
+    let out_of_range = capture.stats().timestamps_out_of_range;
+    if out_of_range > 0 {
+        warnings.push(format!(
+            "{out_of_range} packets were stamped before 1970 or after 2116 (a pcapng timestamp \
+             or interface offset out of range): each was taken as stamped at the packet before it"
+        ));
+    }
     if tracker_stats.evicted > 0 {
         warnings.push(format!(
             "{} connections were finished early to stay under --max-connections {}",

@@ -355,3 +355,100 @@ fn pcapng_blocks_whose_lengths_lie() {
         "{err}"
     );
 }
+
+/// An Ethernet/IPv4/TCP frame with `len` bytes of payload (checksums left zero).
+fn tcp_frame(
+    src: [u8; 4],
+    dst: [u8; 4],
+    ports: (u16, u16),
+    seq_ack: (u32, u32),
+    flags: u8,
+    len: u16,
+) -> Vec<u8> {
+    let mut f = vec![0u8; 54 + usize::from(len)];
+    f[12] = 8;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&(40 + len).to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&src);
+    f[30..34].copy_from_slice(&dst);
+    f[34..36].copy_from_slice(&ports.0.to_be_bytes());
+    f[36..38].copy_from_slice(&ports.1.to_be_bytes());
+    f[38..42].copy_from_slice(&seq_ack.0.to_be_bytes());
+    f[42..46].copy_from_slice(&seq_ack.1.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = flags;
+    f[48..50].copy_from_slice(&65535u16.to_be_bytes());
+    f
+}
+
+#[test]
+fn pcapng_times_146_000_years_apart() {
+    // One connection seen on two interfaces: the second's if_tsoffset puts its packets 2^62 s
+    // before 1970, and one packet is stamped in 2262. Every difference of two such times
+    // overflowed (the reports panicked in a debug build; a release build printed wrapped
+    // spans). Now each out-of-range time is taken as the packet's before it, and a warning
+    // says how many.
+    let idb = |offset_sec: i64| {
+        let mut b = vec![1, 0, 0, 0, 0, 0, 0, 0];
+        b.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0]); // if_tsresol: ns
+        b.extend_from_slice(&[14, 0, 8, 0]); // if_tsoffset
+        b.extend_from_slice(&offset_sec.to_le_bytes());
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        ng_block(1, &b)
+    };
+    let epb = |iface: u32, ts: u64, frame: Vec<u8>| {
+        let mut b = Vec::new();
+        let n = frame.len() as u32;
+        for v in [iface, (ts >> 32) as u32, ts as u32, n, n] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&frame);
+        ng_block(6, &b)
+    };
+    let mut f = ng_block(0x0A0D_0D0A, &{
+        let mut b = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+        b.extend_from_slice(&[1, 0, 0, 0]);
+        b.extend_from_slice(&(-1i64).to_le_bytes());
+        b
+    });
+    f.extend(idb(0));
+    f.extend(idb(-(1 << 62)));
+    let (c, s) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+    let (cs, sc) = ((40000, 80), (80, 40000));
+    let t = 1_700_000_000_000_000_000u64;
+    let ms = 1_000_000;
+    let packets = [
+        (0, t, tcp_frame(c, s, cs, (100, 0), 0x02, 0)),
+        (1, 5, tcp_frame(s, c, sc, (7000, 101), 0x12, 0)),
+        (0, t + ms, tcp_frame(c, s, cs, (101, 7001), 0x10, 0)),
+        (0, t + 2 * ms, tcp_frame(c, s, cs, (101, 7001), 0x18, 100)),
+        (1, 10, tcp_frame(s, c, sc, (7001, 201), 0x18, 1000)),
+        (0, u64::MAX, tcp_frame(c, s, cs, (201, 8001), 0x11, 0)),
+        (1, t, tcp_frame(s, c, sc, (8001, 202), 0x11, 0)),
+        (0, t + 1_000 * ms, tcp_frame(c, s, cs, (202, 8002), 0x10, 0)),
+    ];
+    for (iface, ts, frame) in packets {
+        f.extend(epb(iface, ts, frame));
+    }
+    let path = tmp("far-apart.pcapng");
+    std::fs::write(&path, f).unwrap();
+    let p = path.to_str().unwrap();
+    for format in ["text", "json", "html"] {
+        let out = tcpwhy(&["analyze", "--format", format, "--exchanges", "--details", p]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{format}: {err}");
+        assert!(
+            err.contains("warning: 4 packets were stamped before 1970 or after 2116"),
+            "{format}: {err}"
+        );
+    }
+    let (_, recs, _) = json(&["analyze", "--format", "json", p]);
+    let summary = recs.iter().find(|r| r["type"] == "summary").unwrap();
+    assert_eq!(summary["packets"], 8);
+    assert_eq!(summary["connections"], 1);
+    // Within 1970..2116 every time is as stamped: the capture spans interface 0's second.
+    assert_eq!(summary["span_ms"], 1000.0);
+    std::fs::remove_file(&path).ok();
+}

@@ -280,11 +280,15 @@ struct Window {
 
 impl Window {
     fn of(f: &Finding, rtt: i64) -> Window {
-        let span = (f.end_ns - f.start_ns).max(0);
-        let margin = (span / 5).max(3 * rtt).max(2_000_000);
-        let from = f.start_ns - margin;
+        // Saturating: a capture's times may sit at the end of the range (year 2262).
+        let span = f.end_ns.saturating_sub(f.start_ns).max(0);
+        let margin = (span / 5).max(rtt.saturating_mul(3)).max(2_000_000);
+        let from = f.start_ns.saturating_sub(margin);
         // Never more than a minute: the packets around the start of the finding.
-        let to = (f.end_ns + margin).min(from + 60_000_000_000);
+        let to = f
+            .end_ns
+            .saturating_add(margin)
+            .min(from.saturating_add(60_000_000_000));
         Window {
             from_ns: from,
             to_ns: to,
