@@ -278,6 +278,8 @@ struct HistoryEntries {
 
 const HISTORY_CHUNK: usize = 4096;
 
+const _: () = assert!(std::mem::size_of::<History>() <= 96);
+
 impl HistoryEntries {
     #[inline]
     fn get(&self, pos: usize) -> &History {
@@ -289,7 +291,9 @@ impl HistoryEntries {
         &mut self.chunks[pos / HISTORY_CHUNK][pos % HISTORY_CHUNK]
     }
 
-    /// Store at position `len()`; a new chunk takes at most `room` entries.
+    /// Store at the next position (every chunk but the last is full); a new chunk holds at
+    /// most `room` entries (the ring's places left), so the last never outgrows its
+    /// allocation.
     fn push(&mut self, h: History, room: usize) {
         match self.chunks.last_mut() {
             Some(c) if c.len() < HISTORY_CHUNK => c.push(h),
