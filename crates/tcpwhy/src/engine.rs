@@ -40,8 +40,11 @@ const ROUND: usize = 8 * 1024;
 /// Rounds sent and not yet merged, at most. With two (of 32 Ki), the reading thread and the
 /// workers (three threads on two cores, say) waited for each other whenever one of them fell
 /// behind for a moment: four took the real-traffic benchmark from 1.12 to 0.97 s (a round's
-/// segments were about 4.5 MB; with 8 Ki rounds, 16 in flight hold as many segments).
-const IN_FLIGHT: usize = 16;
+/// segments were about 4.5 MB). With 8 Ki rounds, 8 in flight against 16: the same speed
+/// (medians of 8 interleaved runs 0.835 and 0.865 s; 4: 0.90 s) and 11 MB less (75 -> 63 MB;
+/// JSON 116 -> 94 MB): each shard's batch of a round grows to a whole round's 112-byte
+/// segments when one transfer fills it, and memory touched first costs CPU on a VM.
+const IN_FLIGHT: usize = 8;
 
 /// What the records of the rounds in flight may take, about: a round of a flood (a connection
 /// and a finding for each of 8 Ki packets, 15 MB of JSON lines) allows only two rounds in
