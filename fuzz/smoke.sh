@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz every target for SECONDS each (default 60: CI's smoke run; one hour per target is the
 # long run: `fuzz/smoke.sh 3600`). Needs the nightly toolchain; installs cargo-fuzz if missing.
-# Seeds: the fixtures and tcpdump's test captures under 64 KB (../shared/corpus/tcpdump-tests).
+# Seeds: the fixtures, fuzz/seeds/ and tcpdump's test captures under 64 KB
+# (../shared/corpus/tcpdump-tests).
 # A crash fails the run; the input is left in fuzz/artifacts/TARGET/: copy it to
 # fixtures/fuzz/ (tests/fuzz_regressions.rs checks every file there) and fix the cause.
 set -euo pipefail
@@ -18,6 +19,8 @@ for t in capture pipeline decode; do
   mkdir -p "corpus/$t"
 done
 cp ../fixtures/captures/*.pcap* ../fixtures/captures/*.zst ../fixtures/lab/*.pcap ../fixtures/fuzz/* corpus/pipeline/ 2>/dev/null || true
+# Hand-built seeds for paths the captures above never reach (seeds/*.py build them).
+cp seeds/*.pcap* corpus/pipeline/ 2>/dev/null || true
 if [ -d "$CORPUS_SRC" ]; then
   mapfile -d '' -t seeds < <(find "$CORPUS_SRC" -type f -size -64k -print0 | sort -z)
   ((${#seeds[@]})) && cp "${seeds[@]:0:400}" corpus/pipeline/
