@@ -81,14 +81,14 @@ const STEPS: u64 = 10;
 
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if !(4..=5).contains(&args.len()) {
+        usage();
+    }
     let idle = match args.get(4).map(String::as_str) {
         None | Some("spread") => false,
         Some("idle") => true,
         Some(_) => usage(),
     };
-    if !(4..=5).contains(&args.len()) {
-        usage();
-    }
     let n: u64 = args[1].parse().expect("CONNECTIONS");
     let open: u64 = args[2].parse::<u64>().expect("OPEN").max(1);
     // The slot (after its first) in which a connection sends the packet of each step, so that

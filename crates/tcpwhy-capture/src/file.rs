@@ -566,7 +566,7 @@ impl FileReader {
                         let ts_ns =
                             ng_timestamp(epb.ts_high, epb.ts_low, iface).unwrap_or_else(|| {
                                 stats.timestamps_out_of_range += 1;
-                                last_ts.clamp(0, crate::MAX_TS_NS)
+                                last_ts.max(0)
                             });
                         Some(Head {
                             ts_ns,

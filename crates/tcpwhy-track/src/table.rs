@@ -291,7 +291,14 @@ impl HistoryEntries {
         &mut self.chunks[pos / HISTORY_CHUNK][pos % HISTORY_CHUNK]
     }
 
-    /// Store at the next position (every chunk but the last is full); a new chunk holds at
+    /// Positions stored so far (every chunk but the last is full).
+    fn len(&self) -> usize {
+        self.chunks
+            .last()
+            .map_or(0, |c| (self.chunks.len() - 1) * HISTORY_CHUNK + c.len())
+    }
+
+    /// Store at position `len()`; a new chunk holds at
     /// most `room` entries (the ring's places left), so the last never outgrows its
     /// allocation.
     fn push(&mut self, h: History, room: usize) {
@@ -314,8 +321,6 @@ impl HistoryEntries {
 /// buckets.)
 struct HistoryRing {
     ring: HistoryEntries,
-    /// Positions stored so far: `ring` holds 0..filled.
-    filled: usize,
     head: usize,
     len: usize,
     cap: usize,
@@ -328,7 +333,6 @@ impl HistoryRing {
     fn new(cap: usize, keep_ns: i64) -> HistoryRing {
         HistoryRing {
             ring: HistoryEntries { chunks: Vec::new() },
-            filled: 0,
             head: 0,
             len: 0,
             cap: cap.max(1),
@@ -366,9 +370,9 @@ impl HistoryRing {
             self.pop_oldest();
         }
         let pos = (self.head + self.len) % self.cap;
-        if pos == self.filled {
-            self.ring.push(h, self.cap - self.filled);
-            self.filled += 1;
+        let filled = self.ring.len();
+        if pos == filled {
+            self.ring.push(h, self.cap - filled);
         } else {
             *self.ring.get_mut(pos) = h;
         }
@@ -560,6 +564,11 @@ const QUEUE_SLACK: usize = 4096;
 /// connections tracked before their stale entries are dropped.
 pub(crate) fn queue_bound(open: usize) -> usize {
     open + open / 2 + QUEUE_SLACK
+}
+
+/// The capacity to shrink a queue to once its stale entries are gone, if it is mostly empty.
+fn shrunk(capacity: usize, len: usize) -> Option<usize> {
+    (capacity > 4 * len + 1024).then_some(2 * len + 64)
 }
 
 fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
@@ -771,10 +780,8 @@ impl Tracker {
         if self.closed.len() > queue_bound(self.open) {
             // Finished connections leave the queue from its front only: one at the front
             // that stays tracked (closed, reopened by the same SYN and alive for hours) kept
-            // every entry behind it. The live ones keep their order.
-            let slots = &self.slots;
-            self.closed
-                .retain(|&(slot, id)| slots.holding(slot, id).is_some());
+            // every entry behind it.
+            self.drop_finished_closed();
         }
         if let Some(c) = self.slots.get(slot) {
             sink.started(c);
@@ -948,13 +955,24 @@ impl Tracker {
         let live = |t: &Timer| slots.armed_by(armed, t).is_some();
         for q in &mut self.queues {
             q.retain(|t| live(t));
-            if q.capacity() > 4 * q.len() + 1024 {
-                q.shrink_to(2 * q.len() + 64);
+            if let Some(cap) = shrunk(q.capacity(), q.len()) {
+                q.shrink_to(cap);
             }
         }
         self.timers.retain(|r| live(&r.0));
-        if self.timers.capacity() > 4 * self.timers.len() + 1024 {
-            self.timers.shrink_to(2 * self.timers.len() + 64);
+        if let Some(cap) = shrunk(self.timers.capacity(), self.timers.len()) {
+            self.timers.shrink_to(cap);
+        }
+    }
+
+    /// Drop the entries of finished connections from the queue of closed connections (see
+    /// `QUEUE_SLACK`); the live ones keep their order.
+    fn drop_finished_closed(&mut self) {
+        let slots = &self.slots;
+        self.closed
+            .retain(|&(slot, id)| slots.holding(slot, id).is_some());
+        if let Some(cap) = shrunk(self.closed.capacity(), self.closed.len()) {
+            self.closed.shrink_to(cap);
         }
     }
 

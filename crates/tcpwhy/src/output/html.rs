@@ -280,7 +280,8 @@ struct Window {
 
 impl Window {
     fn of(f: &Finding, rtt: i64) -> Window {
-        // Saturating: a capture's times may sit at the end of the range (year 2262).
+        // Saturating: times go up to 2116 (`MAX_TS_NS`), round trips as far, and three round
+        // trips past it.
         let span = f.end_ns.saturating_sub(f.start_ns).max(0);
         let margin = (span / 5).max(rtt.saturating_mul(3)).max(2_000_000);
         let from = f.start_ns.saturating_sub(margin);
