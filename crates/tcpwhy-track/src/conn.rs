@@ -416,12 +416,12 @@ impl Connection {
         let mut min = hs;
         let mut max = hs;
         let mut count = u32::from(hs.is_some());
-        if far.count > 0 {
+        if far.count() > 0 {
             let fmin = far.min_ns + near_ns;
             let fmax = far.max_ns + near_ns;
             min = Some(min.map_or(fmin, |m| m.min(fmin)));
             max = Some(max.map_or(fmax, |m| m.max(fmax)));
-            count += far.count;
+            count += far.count();
         }
         let median = match far.median_ns() {
             Some(m) => Some(m + near_ns),
@@ -432,6 +432,6 @@ impl Connection {
 
     /// Both sides sent the window scale option in their SYNs (RFC 7323 section 2.2).
     pub fn window_scaling(&self) -> bool {
-        self.client.window_scale.is_some() && self.server.window_scale.is_some()
+        self.client.window_scale().is_some() && self.server.window_scale().is_some()
     }
 }

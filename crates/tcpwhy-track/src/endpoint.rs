@@ -88,60 +88,90 @@ impl std::fmt::Debug for Ts {
 /// Round-trip samples with bounded memory: count, min, max (exact, in ns), and a uniform
 /// reservoir of up to [`RttStats::RESERVOIR`] samples in microseconds for the median (exact up
 /// to that many samples, to the microsecond).
-#[derive(Clone, Debug, Default)]
+///
+/// 24 bytes: the count lives in the reservoir, allocated at the second sample; without one,
+/// `min_ns` tells none (`-1`: samples are never negative) from one (inline beside the two
+/// times, a `u32` count made the struct 32 bytes, 8 of them padding, on each side of every
+/// connection).
+#[derive(Clone, Debug)]
 pub struct RttStats {
-    pub count: u32,
+    /// Valid when `count() > 0`.
     pub min_ns: i64,
     pub max_ns: i64,
     /// Allocated at the second sample: one sample is `min_ns` itself, and most sides of short
     /// connections have one (inline, the reservoir took 64 bytes per side of every connection).
-    reservoir_us: Option<Box<[u32; RttStats::RESERVOIR]>>,
+    reservoir: Option<Box<Reservoir>>,
+}
+
+#[derive(Clone, Debug)]
+struct Reservoir {
+    /// Samples so far (saturating), two or more.
+    count: u32,
+    us: [u32; RttStats::RESERVOIR],
+}
+
+impl Default for RttStats {
+    fn default() -> RttStats {
+        RttStats {
+            min_ns: -1,
+            max_ns: -1,
+            reservoir: None,
+        }
+    }
 }
 
 impl RttStats {
     pub const RESERVOIR: usize = 16;
+
+    /// Samples so far (saturating at `u32::MAX`).
+    #[inline]
+    pub fn count(&self) -> u32 {
+        match &self.reservoir {
+            Some(r) => r.count,
+            None => u32::from(self.min_ns >= 0),
+        }
+    }
 
     pub fn add(&mut self, ns: i64) {
         if ns < 0 {
             return;
         }
         let us = |ns: i64| u32::try_from(ns / 1000).unwrap_or(u32::MAX);
-        let n = self.count as usize;
-        if n == 0 {
+        if self.min_ns < 0 {
             self.min_ns = ns;
             self.max_ns = ns;
-            self.count = 1;
             return;
         }
         // The first sample (with one sample, min_ns is it) starts the reservoir.
         let first = self.min_ns;
-        let r = self
-            .reservoir_us
-            .get_or_insert_with(|| Box::new([us(first); Self::RESERVOIR]));
+        let r = self.reservoir.get_or_insert_with(|| {
+            Box::new(Reservoir {
+                count: 1,
+                us: [us(first); Self::RESERVOIR],
+            })
+        });
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
+        let n = r.count as usize;
         if n < Self::RESERVOIR {
-            r[n] = us(ns);
+            r.us[n] = us(ns);
         } else {
             // Algorithm R with a deterministic hash of the sample index (same input, same output).
             let j = (splitmix(n as u64) % (n as u64 + 1)) as usize;
             if j < Self::RESERVOIR {
-                r[j] = us(ns);
+                r.us[j] = us(ns);
             }
         }
-        self.count = self.count.saturating_add(1);
+        r.count = r.count.saturating_add(1);
     }
 
     /// Median of the reservoir (the lower middle for an even count).
     pub fn median_ns(&self) -> Option<i64> {
-        let n = (self.count as usize).min(Self::RESERVOIR);
-        if n == 0 {
-            return None;
-        }
-        if n == 1 {
-            return Some(self.min_ns);
-        }
-        let mut v = *self.reservoir_us.as_deref()?;
+        let Some(r) = self.reservoir.as_deref() else {
+            return (self.min_ns >= 0).then_some(self.min_ns);
+        };
+        let n = (r.count as usize).min(Self::RESERVOIR);
+        let mut v = r.us;
         let v = &mut v[..n];
         v.sort_unstable();
         Some(i64::from(v[(n - 1) / 2]) * 1000)
@@ -270,13 +300,16 @@ impl Unusual {
 pub struct Endpoint {
     pub addr: IpAddr,
     pub port: u16,
-    /// The ISN, next sequence, highest ACK and scaled window, each valid once its bit of
-    /// `known` is set (as Options they took 16 bytes more per side): read them through
-    /// `isn()`, `next_seq()`, `max_ack()`, `window_scaled()`.
+    /// The ISN, next sequence, highest ACK, scaled window, MSS and window scale (from the
+    /// SYN, RFC 7323 section 2.2), each valid once its bit of `known` is set (as Options they
+    /// took 24 bytes more per side): read them through `isn()`, `next_seq()`, `max_ack()`,
+    /// `window_scaled()`, `mss()`, `window_scale()`.
     isn_v: Seq,
     next_seq_v: Seq,
     max_ack_v: Seq,
     window_scaled_v: u32,
+    mss_v: u16,
+    window_scale_v: u8,
     known: u8,
     pub packets: u64,
     /// Sum of frame lengths on the wire (what tshark's conversation table counts).
@@ -286,9 +319,6 @@ pub struct Endpoint {
     /// Payload bytes sent for the first time.
     pub unique_bytes: u64,
     pub data_segments: u64,
-    pub mss: Option<u16>,
-    /// Window scale from the SYN (RFC 7323 section 2.2).
-    pub window_scale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: bool,
     /// Last advertised window, raw (scaled: `window_scaled()`).
@@ -319,6 +349,8 @@ const ISN: u8 = 1;
 const NEXT_SEQ: u8 = 2;
 const MAX_ACK: u8 = 4;
 const WINDOW_SCALED: u8 = 8;
+const MSS: u8 = 16;
+const WINDOW_SCALE: u8 = 32;
 
 impl Endpoint {
     /// Initial sequence number from this side's SYN.
@@ -341,6 +373,16 @@ impl Endpoint {
     #[inline]
     pub fn window_scaled(&self) -> Option<u32> {
         (self.known & WINDOW_SCALED != 0).then_some(self.window_scaled_v)
+    }
+    /// The MSS option of this side's SYN.
+    #[inline]
+    pub fn mss(&self) -> Option<u16> {
+        (self.known & MSS != 0).then_some(self.mss_v)
+    }
+    /// The window scale option of this side's SYN, as sent (RFC 7323 section 2.2).
+    #[inline]
+    pub fn window_scale(&self) -> Option<u8> {
+        (self.known & WINDOW_SCALE != 0).then_some(self.window_scale_v)
     }
     #[inline]
     fn set_next_seq(&mut self, s: Seq) {
@@ -441,14 +483,14 @@ impl Endpoint {
             next_seq_v: Seq(0),
             max_ack_v: Seq(0),
             window_scaled_v: 0,
+            mss_v: 0,
+            window_scale_v: 0,
             known: 0,
             packets: 0,
             frame_bytes: 0,
             payload_bytes: 0,
             unique_bytes: 0,
             data_segments: 0,
-            mss: None,
-            window_scale: None,
             sack_permitted: false,
             timestamps: false,
             window_raw: 0,
@@ -502,8 +544,15 @@ impl Endpoint {
                     }
                     self.isn_v = seg.seq;
                     self.known |= ISN;
-                    self.mss = o.mss;
-                    self.window_scale = o.window_scale;
+                    self.known &= !(MSS | WINDOW_SCALE);
+                    if let Some(m) = o.mss {
+                        self.mss_v = m;
+                        self.known |= MSS;
+                    }
+                    if let Some(w) = o.window_scale {
+                        self.window_scale_v = w;
+                        self.known |= WINDOW_SCALE;
+                    }
                     self.sack_permitted = o.sack_permitted;
                 }
             }

@@ -90,14 +90,14 @@ fn close_json(c: Close) -> Value {
 
 #[cfg(test)] // the reference json_fast is tested against
 fn rtt_json(r: &RttStats) -> Value {
-    if r.count == 0 {
+    if r.count() == 0 {
         return Value::Null;
     }
     json!({
         "min": ms(r.min_ns),
         "median": r.median_ns().map(ms),
         "max": ms(r.max_ns),
-        "samples": r.count,
+        "samples": r.count(),
     })
 }
 
@@ -117,8 +117,8 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "unseen_acked_bytes": e.unseen_acked_bytes(),
         "isn": e.isn().map(|s| s.0),
         "syn_retransmits": e.syn_retransmits(),
-        "mss": e.mss,
-        "window_scale": e.window_scale,
+        "mss": e.mss(),
+        "window_scale": e.window_scale(),
         "window": e.window_scaled(),
         "window_raw": e.window_raw,
         "zero_windows": e.zero_windows(),

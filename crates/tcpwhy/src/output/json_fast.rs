@@ -100,7 +100,7 @@ fn rtt(o: &mut Obj<'_>, k: &str, r: Option<(f64, Option<f64>, f64, u32)>) {
 }
 
 fn rtt_stats(r: &RttStats) -> Option<(f64, Option<f64>, f64, u32)> {
-    (r.count > 0).then(|| (ms(r.min_ns), r.median_ns().map(ms), ms(r.max_ns), r.count))
+    (r.count() > 0).then(|| (ms(r.min_ns), r.median_ns().map(ms), ms(r.max_ns), r.count()))
 }
 
 fn side(b: &mut Vec<u8>, e: &Endpoint) {
@@ -112,7 +112,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("fin_frame", &e.fin.map(|a| a.frame()));
     o.val("isn", &e.isn().map(|s| s.0));
     o.val("keepalives", &e.keepalives());
-    o.val("mss", &e.mss);
+    o.val("mss", &e.mss());
     o.val("out_of_order", &e.out_of_order());
     o.val("packets", &e.packets);
     o.val("payload_bytes", &e.payload_bytes);
@@ -127,7 +127,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("unseen_acked_bytes", &e.unseen_acked_bytes());
     o.val("window", &e.window_scaled());
     o.val("window_raw", &e.window_raw);
-    o.val("window_scale", &e.window_scale);
+    o.val("window_scale", &e.window_scale());
     o.val("zero_windows", &e.zero_windows());
     o.end();
 }
