@@ -60,13 +60,13 @@ pub(crate) struct State {
     client_ack: Ts,
     server_ack: Ts,
     /// The highest ACK number seen from each side (a window update repeats it), valid once
-    /// its bit of `has` is set (`CLIENT_ACKED`, `SERVER_ACKED`; as Options, 8 bytes more).
+    /// its bit of `ConnState::exchange_has` is set (`CLIENT_ACKED`, `SERVER_ACKED`; as
+    /// Options, 8 bytes more).
     client_acked: Seq,
     server_acked: Seq,
     /// The end of the response data sent so far (once `RESP_NXT` is set), and when the client
     /// had acknowledged all of it.
     resp_nxt: Seq,
-    has: u8,
     resp_all_acked: Ts,
     count: u32,
 }
@@ -87,7 +87,8 @@ pub(crate) struct Delays {
     pause_ns: i64,
 }
 
-/// Bits of `State::has`.
+/// Bits of `ConnState::exchange_has` (kept there, in padding: here they made the state 8
+/// bytes longer).
 const CLIENT_ACKED: u8 = 1;
 const SERVER_ACKED: u8 = 2;
 const RESP_NXT: u8 = 4;
@@ -123,6 +124,7 @@ impl Exchanges {
             return;
         }
         let st = cs.exchange.get(&mut cs.used);
+        let has = &mut cs.exchange_has;
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             if seg.window > 0 {
@@ -143,15 +145,15 @@ impl Exchanges {
                 Side::Client => (&mut st.client_acked, &mut st.client_ack, CLIENT_ACKED),
                 Side::Server => (&mut st.server_acked, &mut st.server_ack, SERVER_ACKED),
             };
-            if st.has & bit == 0 || seg.ack > *acked {
+            if *has & bit == 0 || seg.ack > *acked {
                 *acked = seg.ack;
-                st.has |= bit;
+                *has |= bit;
                 if seg.payload_len == 0 && !seg.flags.fin() {
                     *ack_at = ev.at.into();
                 }
             }
             if ev.from == Side::Client
-                && st.has & RESP_NXT != 0
+                && *has & RESP_NXT != 0
                 && seg.ack >= st.resp_nxt
                 && st.resp_all_acked.is_none()
             {
@@ -164,7 +166,7 @@ impl Exchanges {
         match ev.from {
             Side::Client => {
                 if st.resp_first.is_some() {
-                    if let Some(x) = st.close(c, &mut cs.extra) {
+                    if let Some(x) = st.close(c, has, &mut cs.extra) {
                         out.push(x);
                     }
                 }
@@ -211,9 +213,9 @@ impl Exchanges {
                 if ev.new_data {
                     st.resp_bytes += u64::from(seg.payload_len);
                     let end = seg.seq + seg.payload_len;
-                    if st.has & RESP_NXT == 0 || end > st.resp_nxt {
+                    if *has & RESP_NXT == 0 || end > st.resp_nxt {
                         st.resp_nxt = end;
-                        st.has |= RESP_NXT;
+                        *has |= RESP_NXT;
                         st.resp_all_acked = Ts::NONE;
                     }
                 }
@@ -225,22 +227,24 @@ impl Exchanges {
 
     pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Exchange>) {
         if let Some(mut st) = cs.exchange.take(&mut cs.used) {
-            if let Some(x) = st.close(c, &mut cs.extra) {
+            if let Some(x) = st.close(c, &mut cs.exchange_has, &mut cs.extra) {
                 out.push(x);
             }
+            cs.exchange_has = 0;
         }
     }
 }
 
 impl State {
     /// Close the exchange (its lost time, in `extra`, goes with it).
-    fn close(&mut self, c: &Connection, extra: &mut Extras) -> Option<Exchange> {
+    /// `has`: the state's bits of `ConnState::exchange_has`.
+    fn close(&mut self, c: &Connection, has: &mut u8, extra: &mut Extras) -> Option<Exchange> {
         let taken = std::mem::take(self);
         let delays = extra.take::<Delays>(WHOLE);
         self.count = taken.count;
         self.client_acked = taken.client_acked;
         self.server_acked = taken.server_acked;
-        self.has = taken.has & (CLIENT_ACKED | SERVER_ACKED);
+        *has &= CLIENT_ACKED | SERVER_ACKED;
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
             taken.req_last.get(),

@@ -131,7 +131,7 @@ impl Stalls {
         }
         let threshold = (2 * rtt_ns(c).unwrap_or(0)).max(FLOOR_NS);
         let rtt = rtt_ns(c).unwrap_or(0);
-        let mss = u64::from(c.endpoint(ev.from).mss.unwrap_or(536));
+        let mss = u64::from(c.endpoint(ev.from).mss().unwrap_or(536));
         // As the sender of its own data.
         if seg.payload_len > 0 {
             let d = cs.stall.get(&mut cs.used, ev.from);

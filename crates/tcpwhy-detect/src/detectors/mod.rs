@@ -121,10 +121,10 @@ impl Set {
         if f.syn()
             && !f.ack()
             && ev.from == Side::Client
-            && cs.first_syn.is_none()
             && c.handshake.syn_ack.is_none()
+            && cs.first_syn(c).is_none()
         {
-            cs.first_syn = Some(ev.at);
+            cs.set_first_syn(c, ev.at);
         }
         if self.on[0] {
             Detector::segment(&mut self.syn_stale_state, cs, c, ev, out);
@@ -349,6 +349,7 @@ pub(crate) struct Extra {
     syn_stale_state: Rare<syn_stale_state::Stale>,
     syn_refused: Rare<syn_refused::Refused>,
     syn_unanswered: Rare<syn_unanswered::SynsAgain>,
+    first_syn: Rare<FirstSyn>,
     client_delay: Rare<client_delay::Late>,
     server_delay: Rare<server_delay::Found>,
     path_latency: Rare<path_latency::Later>,
@@ -401,6 +402,7 @@ parts! {
         syn_stale_state::Stale => syn_stale_state,
         syn_refused::Refused => syn_refused,
         syn_unanswered::SynsAgain => syn_unanswered,
+        FirstSyn => first_syn,
         client_delay::Late => client_delay,
         server_delay::Found => server_delay,
         path_latency::Later => path_latency,
@@ -550,13 +552,15 @@ pub struct ConnState {
     pub(crate) used: u32,
     /// The connection the state belongs to (`owner`, a tag of its id; 0: none), for `States`.
     owner: u32,
-    /// The client's first SYN (without ACK) before any SYN-ACK: shared by the three handshake
-    /// detectors (each kept its own copy), set by `Set::segment` before they run, cleared by
-    /// `States::release`.
-    pub(crate) first_syn: Option<At>,
     /// The parts few connections need (`Extra`).
     pub(crate) extra: Extras,
     pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
+    /// Two small fields of the exchange model and of server-delay, here rather than in their
+    /// states: they fill the padding after `syn_unanswered` (in their states they padded each
+    /// to the next 8 bytes). The exchange's `has` bits (`exchange::State`) and the exchanges
+    /// server-delay has seen.
+    pub(crate) exchange_has: u8,
+    pub(crate) server_delay_exchanges: u32,
     pub(crate) client_delay: Lazy<client_delay::State, 13>,
     pub(crate) slow_start_restart: PerSide<slow_start_restart::State, 3>,
     pub(crate) nagle_delayed_ack: PerSide<nagle_delayed_ack::State, 5>,
@@ -566,6 +570,38 @@ pub struct ConnState {
     pub(crate) rwnd_limited: PerSide<rwnd_limited::State, 14>,
     pub(crate) exchange: Lazy<crate::exchange::State, 18>,
     pub(crate) stall: PerSide<crate::stall::Dir, 19>,
+}
+
+/// `ConnState::used` bit: the client's first SYN is the connection's first packet
+/// (`ConnState::first_syn`).
+const FIRST_SYN_IS_FIRST: u32 = 1 << 31;
+
+/// The client's first SYN when it is not the connection's first packet (a part of `Extra`).
+#[derive(Debug)]
+pub(crate) struct FirstSyn(At);
+
+impl ConnState {
+    /// The client's first SYN (without ACK) before any SYN-ACK: shared by the three handshake
+    /// detectors, set by `Set::segment` before they run, forgotten by `States::release`.
+    /// Nearly always the connection's first packet, which the connection record holds: one
+    /// bit of `used` says so (an `Option<At>` here was 16 bytes of every connection); in
+    /// `Extra` otherwise.
+    #[inline]
+    pub(crate) fn first_syn(&self, c: &Connection) -> Option<At> {
+        if self.used & FIRST_SYN_IS_FIRST != 0 {
+            Some(c.first)
+        } else {
+            self.extra.peek::<FirstSyn>(WHOLE).map(|f| f.0)
+        }
+    }
+
+    pub(crate) fn set_first_syn(&mut self, c: &Connection, at: At) {
+        if at == c.first {
+            self.used |= FIRST_SYN_IS_FIRST;
+        } else {
+            self.extra.set(WHOLE, FirstSyn(at));
+        }
+    }
 }
 
 /// Each detector's bytes per connection (`Lazy` and `PerSide` add nothing to their states:
@@ -604,10 +640,11 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state on cache-line boundaries (704 bytes, 11 lines: the alignment adds
-/// nothing), `ConnState::used` and `owner` in the first line.
+/// A connection's state on 32-byte boundaries (672 bytes, 21 x 32: each spans 11 cache lines
+/// wherever it starts, as many as on 64-byte boundaries, where it would take 704), `ConnState::used`
+/// and `owner` in the first line.
 #[derive(Default)]
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 struct Entry {
     state: ConnState,
 }
@@ -656,7 +693,9 @@ impl States {
         if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {
             if e.state.owner == owner(c.id()) {
                 e.state.owner = 0;
-                e.state.first_syn = None;
+                e.state.used &= !FIRST_SYN_IS_FIRST;
+                e.state.exchange_has = 0;
+                e.state.server_delay_exchanges = 0;
                 e.state.extra = Extras::default();
             }
         }

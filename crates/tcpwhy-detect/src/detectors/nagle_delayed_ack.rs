@@ -74,7 +74,7 @@ impl Detector for NagleDelayedAck {
             return;
         }
         let sender = ev.from;
-        let mss = u32::from(c.endpoint(sender).mss.unwrap_or(1460)).max(536);
+        let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
         let rtt = rtt_ns(c).unwrap_or(0);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {

@@ -84,7 +84,7 @@ impl Detector for RwndLimited {
             return;
         }
         let rtt = rtt_ns(c).unwrap_or(0);
-        let mss = u32::from(c.endpoint(ev.from).mss.unwrap_or(1460));
+        let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
         let st = cs.rwnd_limited.get(&mut cs.used, ev.from);
         if let Some(full) = st.full.take() {
             let wait = ev.at.ts_ns - full.ts_ns;

@@ -39,7 +39,8 @@ pub(crate) struct State {
     request_last: Option<At>,
     /// The server's pure ACK of it, if one came before the response.
     acked: Option<At>,
-    exchanges: u32,
+    // The exchanges seen so far are `ConnState::server_delay_exchanges` (in padding there;
+    // here they made the state 8 bytes longer).
 }
 
 /// The slow answers (a part of the connection's `Extra`): most connections have none.
@@ -91,7 +92,7 @@ impl Detector for ServerDelay {
                 let Some(req) = st.request_last.take() else {
                     return;
                 };
-                st.exchanges += 1;
+                cs.server_delay_exchanges += 1;
                 // The capture point's round trip to the server, from the handshake split.
                 let far = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
                 let rtt = rtt_ns(c).unwrap_or(0);
@@ -112,10 +113,10 @@ impl Detector for ServerDelay {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.server_delay.take(&mut cs.used) else {
+        if cs.server_delay.take(&mut cs.used).is_none() {
             return;
-        };
-        let exchanges = st.exchanges;
+        }
+        let exchanges = std::mem::take(&mut cs.server_delay_exchanges);
         let Some(st) = cs.extra.take::<Found>(WHOLE) else {
             return;
         };

@@ -68,7 +68,7 @@ impl Detector for SynRefused {
         let Some(st) = cs.extra.take::<Refused>(WHOLE) else {
             return;
         };
-        let (Some(syn), Some(rst)) = (cs.first_syn, st.first_rst) else {
+        let (Some(syn), Some(rst)) = (cs.first_syn(c), st.first_rst) else {
             return;
         };
         let mut f = Finding::new(INFO.id, c);

@@ -62,7 +62,7 @@ impl Detector for SynStaleState {
             return;
         }
         let f = ev.seg.flags;
-        let first_syn = cs.first_syn;
+        let first_syn = cs.first_syn(c);
         let st = &mut cs.extra;
         match ev.from {
             // A SYN after the first: the retry, once the client reset the stale ACK.
@@ -100,7 +100,7 @@ impl Detector for SynStaleState {
         let Some(st) = cs.extra.take::<Stale>(WHOLE) else {
             return;
         };
-        let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn, st.ack) else {
+        let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn(c), st.ack) else {
             return;
         };
         let end = c

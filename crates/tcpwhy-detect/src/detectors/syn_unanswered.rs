@@ -37,7 +37,7 @@ pub(crate) struct State {
     answered_otherwise: bool,
 }
 
-/// The SYNs after the first (`ConnState::first_syn`), a part of the connection's `Extra`: most
+/// The SYNs after the first (`ConnState::first_syn()`), a part of the connection's `Extra`: most
 /// connections send one (a Vec of them all was a 64-byte allocation per connection).
 #[derive(Default, Debug)]
 pub(crate) struct SynsAgain(Vec<At>);
@@ -78,7 +78,7 @@ impl Detector for SynUnanswered {
             return;
         }
         let f = ev.seg.flags;
-        let first = cs.first_syn;
+        let first = cs.first_syn(c);
         let st = cs.syn_unanswered.get(&mut cs.used);
         match ev.from {
             // The first SYN is `first_syn` itself (set before the detectors run).
@@ -98,7 +98,7 @@ impl Detector for SynUnanswered {
         let Some(st) = cs.syn_unanswered.take(&mut cs.used) else {
             return;
         };
-        let (Some(first), Some(more)) = (cs.first_syn, cs.extra.take::<SynsAgain>(WHOLE)) else {
+        let (Some(first), Some(more)) = (cs.first_syn(c), cs.extra.take::<SynsAgain>(WHOLE)) else {
             return; // one SYN at most
         };
         if more.0.is_empty() || st.answered_otherwise {
