@@ -83,8 +83,6 @@ pub struct Stall {
 
 #[derive(Default, Debug)]
 pub(crate) struct Dir {
-    /// The sender has sent data since the peer last did.
-    active: bool,
     run_bytes: u64,
     last_progress: Option<At>,
     /// The sender's next sequence number, the highest ACK from the receiver and the receiver's
@@ -94,17 +92,27 @@ pub(crate) struct Dir {
     snd_nxt_v: Seq,
     snd_una_v: Seq,
     window_v: u32,
-    has_nxt: bool,
-    has_una: bool,
-    has_window: bool,
-    last_len: u32,
-    /// The receiver advertised a zero window since the last progress.
-    zero_seen: bool,
-    /// The peer has sent data on this connection; `responding` when this run began after it.
-    peer_data: bool,
-    responding: bool,
+    /// The last new segment's length, saturating: it is only compared with the MSS, which
+    /// a 16-bit number holds, so the comparison gives what the full length would.
+    last_len: u16,
+    /// `ACTIVE`, `HAS_NXT`, `HAS_UNA`, `HAS_WINDOW`, `ZERO_SEEN`, `PEER_DATA`, `RESPONDING`
+    /// (as seven bools, with the length as 32 bits, each direction took 8 bytes more).
+    flags: u8,
     last_retx: Ts,
 }
+
+// Bits of `Dir::flags`.
+/// The sender has sent data since the peer last did.
+const ACTIVE: u8 = 1;
+const HAS_NXT: u8 = 2;
+const HAS_UNA: u8 = 4;
+const HAS_WINDOW: u8 = 8;
+/// The receiver advertised a zero window since the last progress.
+const ZERO_SEEN: u8 = 16;
+/// The peer has sent data on this connection.
+const PEER_DATA: u8 = 32;
+/// This run began after the peer sent data (it answers it).
+const RESPONDING: u8 = 64;
 
 enum Resume {
     NewData,
@@ -136,15 +144,15 @@ impl Stalls {
         if seg.payload_len > 0 {
             let d = cs.stall.get(&mut cs.used, ev.from);
             let end = seg.seq + seg.payload_len;
-            if !d.active {
+            if !d.is(ACTIVE) {
+                let peer_data = d.is(PEER_DATA);
                 *d = Dir {
-                    active: true,
                     snd_una_v: d.snd_una().unwrap_or(seg.seq),
-                    has_una: true,
                     window_v: d.window_v,
-                    has_window: d.has_window,
-                    peer_data: d.peer_data,
-                    responding: d.peer_data,
+                    flags: ACTIVE
+                        | HAS_UNA
+                        | (d.flags & HAS_WINDOW)
+                        | if peer_data { PEER_DATA | RESPONDING } else { 0 },
                     last_retx: d.last_retx,
                     ..Dir::default()
                 };
@@ -162,11 +170,11 @@ impl Stalls {
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
                 d.last_progress = Some(ev.at);
-                d.zero_seen = false;
-                d.last_len = seg.payload_len;
+                d.flags &= !ZERO_SEEN;
+                d.last_len = u16::try_from(seg.payload_len).unwrap_or(u16::MAX);
                 if d.snd_nxt().is_none_or(|n| end > n) {
                     d.snd_nxt_v = end;
-                    d.has_nxt = true;
+                    d.flags |= HAS_NXT;
                 }
             }
         }
@@ -178,27 +186,28 @@ impl Stalls {
         let d = cs.stall.get(&mut cs.used, peer);
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).
-            d.active = false;
-            d.peer_data = true;
+            d.flags = (d.flags & !ACTIVE) | PEER_DATA;
         }
         if seg.flags.ack() {
             let advanced = d.snd_una().is_none_or(|u| seg.ack > u);
-            if d.active && advanced {
+            if d.is(ACTIVE) && advanced {
                 d.check(c.id(), peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;
-                d.has_una = true;
-                if d.active {
+                d.flags |= HAS_UNA;
+                if d.is(ACTIVE) {
                     d.last_progress = Some(ev.at);
-                    d.zero_seen = false;
+                    d.flags &= !ZERO_SEEN;
                 }
             }
         }
         if let Some(w) = window {
             d.window_v = w;
-            d.has_window = true;
-            d.zero_seen |= w == 0;
+            d.flags |= HAS_WINDOW;
+            if w == 0 {
+                d.flags |= ZERO_SEEN;
+            }
         }
     }
 
@@ -209,16 +218,21 @@ impl Stalls {
 }
 
 impl Dir {
+    #[inline]
+    fn is(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
     fn snd_nxt(&self) -> Option<Seq> {
-        self.has_nxt.then_some(self.snd_nxt_v)
+        self.is(HAS_NXT).then_some(self.snd_nxt_v)
     }
 
     fn snd_una(&self) -> Option<Seq> {
-        self.has_una.then_some(self.snd_una_v)
+        self.is(HAS_UNA).then_some(self.snd_una_v)
     }
 
     fn window(&self) -> Option<u32> {
-        self.has_window.then_some(self.window_v)
+        self.is(HAS_WINDOW).then_some(self.window_v)
     }
 
     fn in_flight(&self) -> u64 {
@@ -249,7 +263,7 @@ impl Dir {
         let in_flight = self.in_flight();
         let class = match how {
             Resume::Retransmission => StallClass::Retransmission,
-            _ if self.zero_seen || self.window() == Some(0) => StallClass::ZeroWindow,
+            _ if self.is(ZERO_SEEN) || self.window() == Some(0) => StallClass::ZeroWindow,
             Resume::NewData if in_flight == 0 => StallClass::SenderLimited,
             _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
             _ if self
@@ -275,11 +289,11 @@ impl Dir {
             in_flight,
             window: self.window(),
             run_bytes: self.run_bytes,
-            responding: self.responding,
+            responding: self.is(RESPONDING),
             last_retransmission_ns: self.last_retx.get(),
         });
         // The stall is over: the next one is measured from here.
         self.last_progress = Some(now);
-        self.zero_seen = false;
+        self.flags &= !ZERO_SEEN;
     }
 }

@@ -35,10 +35,13 @@ const MAX_DELAY: i64 = 500 * MS;
 const RELEASE: i64 = 2 * MS;
 const KEEP: usize = 8;
 
+/// Both directions side by side, each indexed by its sender (`Side as usize`): as one state
+/// per direction, each padded its 20 bytes to 24.
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    /// The small segment waiting for its ACK: (at, end sequence).
-    pending: Option<(At, Seq)>,
+    /// The small segment waiting for its ACK, and its end sequence (valid while it waits).
+    pending: [Option<At>; 2],
+    end: [Seq; 2],
 }
 
 /// Late ACKs and what they held, a part of the connection's `Extra`: most directions have
@@ -78,7 +81,7 @@ impl Detector for NagleDelayedAck {
         let rtt = rtt_ns(c).unwrap_or(0);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
-            let st = cs.nagle_delayed_ack.get(&mut cs.used, sender);
+            let st = cs.nagle_delayed_ack.get(&mut cs.used);
             if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
                 if let Some((a, ack, delay)) = f.acked.take() {
                     if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
@@ -90,18 +93,21 @@ impl Detector for NagleDelayedAck {
                     }
                 }
             }
-            st.pending = if ev.new_data && !ev.retransmission && seg.payload_len < mss {
-                Some((ev.at, seg.seq + seg.payload_len))
+            let i = sender as usize;
+            if ev.new_data && !ev.retransmission && seg.payload_len < mss {
+                st.pending[i] = Some(ev.at);
+                st.end[i] = seg.seq + seg.payload_len;
             } else {
-                None
-            };
+                st.pending[i] = None;
+            }
         }
         // The peer's side: a pure ACK of the pending small segment, late.
         let peer = sender.other();
-        let st = cs.nagle_delayed_ack.get(&mut cs.used, peer);
-        if let Some((a, end)) = st.pending {
-            if seg.flags.ack() && seg.ack >= end {
-                st.pending = None;
+        let st = cs.nagle_delayed_ack.get(&mut cs.used);
+        let p = peer as usize;
+        if let Some(a) = st.pending[p] {
+            if seg.flags.ack() && seg.ack >= st.end[p] {
+                st.pending[p] = None;
                 let delay = ev.at.ts_ns - a.ts_ns;
                 let pure = seg.payload_len == 0 && !seg.flags.fin();
                 if pure && (MIN_DELAY..=MAX_DELAY).contains(&delay) && delay > 3 * rtt {
@@ -112,10 +118,10 @@ impl Detector for NagleDelayedAck {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        if cs.nagle_delayed_ack.take(&mut cs.used).is_none() {
+            return;
+        }
         for side in [Side::Client, Side::Server] {
-            if cs.nagle_delayed_ack.take(&mut cs.used, side).is_none() {
-                continue;
-            }
             let Some(st) = cs.extra.take::<Found>(side) else {
                 continue;
             };

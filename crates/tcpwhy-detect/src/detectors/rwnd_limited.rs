@@ -33,13 +33,18 @@ pub static INFO: Info = Info {
 
 const MIN_WAITS: u32 = 3;
 
+/// Both directions side by side, each indexed by its sender (`Side as usize`): as one state
+/// per direction, each padded its 28 bytes to 32.
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    /// The right edge of the window the peer last advertised (ack + scaled window).
-    edge: Option<Seq>,
-    window: u32,
-    full: Option<At>,
-    max_window: u32,
+    /// When the sender filled the window.
+    full: [Option<At>; 2],
+    /// The right edge of the window the peer last advertised (ack + scaled window); valid
+    /// once `max_window` is above 0 (both are set together, by a window above 0).
+    edge: [Seq; 2],
+    /// The last and the largest window the peer advertised (scaled).
+    window: [u32; 2],
+    max_window: [u32; 2],
 }
 
 /// The waits for the window, a part of the connection's `Extra`: most directions never wait.
@@ -74,10 +79,11 @@ impl Detector for RwndLimited {
         let sender = ev.from.other();
         if seg.flags.ack() {
             if let Some(w) = c.endpoint(ev.from).window_scaled().filter(|w| *w > 0) {
-                let st = cs.rwnd_limited.get(&mut cs.used, sender);
-                st.edge = Some(seg.ack + w.min(u32::MAX / 2));
-                st.window = w;
-                st.max_window = st.max_window.max(w);
+                let st = cs.rwnd_limited.get(&mut cs.used);
+                let i = sender as usize;
+                st.edge[i] = seg.ack + w.min(u32::MAX / 2);
+                st.window[i] = w;
+                st.max_window[i] = st.max_window[i].max(w);
             }
         }
         if seg.payload_len == 0 || !ev.new_data {
@@ -85,8 +91,9 @@ impl Detector for RwndLimited {
         }
         let rtt = rtt_ns(c).unwrap_or(0);
         let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
-        let st = cs.rwnd_limited.get(&mut cs.used, ev.from);
-        if let Some(full) = st.full.take() {
+        let st = cs.rwnd_limited.get(&mut cs.used);
+        let i = ev.from as usize;
+        if let Some(full) = st.full[i].take() {
             let wait = ev.at.ts_ns - full.ts_ns;
             if wait > (rtt / 4).max(MS) {
                 let f = cs.extra.get::<Found>(ev.from);
@@ -96,18 +103,17 @@ impl Detector for RwndLimited {
             }
         }
         let end = seg.seq + seg.payload_len;
-        if let Some(edge) = st.edge {
-            if end >= edge - mss / 2 {
-                st.full = Some(ev.at);
-            }
+        if st.max_window[i] > 0 && end >= st.edge[i] - mss / 2 {
+            st.full[i] = Some(ev.at);
         }
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(st) = cs.rwnd_limited.take(&mut cs.used) else {
+            return;
+        };
         for side in [Side::Client, Side::Server] {
-            let Some(st) = cs.rwnd_limited.take(&mut cs.used, side) else {
-                continue;
-            };
+            let i = side as usize;
             let Some(found) = cs.extra.take::<Found>(side) else {
                 continue;
             };
@@ -124,14 +130,14 @@ impl Detector for RwndLimited {
             f.cost_ns = found.total_ns;
             f.frames = vec![full.frame(), next.frame()];
             let rate = if rtt > 0 {
-                f64::from(st.max_window) * 8.0 / (rtt as f64 / 1e9) / 1e6
+                f64::from(st.max_window[i]) * 8.0 / (rtt as f64 / 1e9) / 1e6
             } else {
                 0.0
             };
             f.explanation = format!(
                 "{} filled the peer's receive window ({} bytes at most) {} times and waited {} in all for it to move; at a {} round trip that window caps the rate near {:.0} Mbit/s.",
                 side_name(c, side),
-                st.max_window,
+                st.max_window[i],
                 found.waits,
                 ms(found.total_ns),
                 ms(rtt),
@@ -141,8 +147,8 @@ impl Detector for RwndLimited {
             f.details = json!({
                 "sender": side.name(),
                 "waits": found.waits,
-                "max_window_bytes": st.max_window,
-                "last_window_bytes": st.window,
+                "max_window_bytes": st.max_window[i],
+                "last_window_bytes": st.window[i],
                 "rtt_ms": ms_f(rtt),
             });
             out.push(f);
