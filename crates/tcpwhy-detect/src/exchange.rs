@@ -197,7 +197,7 @@ impl Exchanges {
                     if let Some(idle) = st.resp_all_acked.get().filter(|_| h == 0 && !zero) {
                         // Beyond the round trip from the capture point to the server and back
                         // (the ACK travelling to the server, the data coming back).
-                        let net = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
+                        let net = c.syn_to_syn_ack_ns().unwrap_or(0);
                         let pause = ev.at.ts_ns - idle - net;
                         if pause >= HOLD_MIN {
                             cs.extra.get::<Delays>(WHOLE).pause_ns += pause;
@@ -261,7 +261,7 @@ impl State {
         let held_req = delay(|d| d.held_req_ns).min(spread);
         let client = spread - held_req;
         let wait = (first.ts_ns - req_last).max(0);
-        let network = c.handshake.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
+        let network = c.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
         let server = wait - network;
         let delivery = (end.ts_ns - first.ts_ns).max(0);
         let retransmission = delay(|d| d.retrans_ns).min(delivery);

@@ -156,11 +156,11 @@ pub struct Predecessor {
     pub timestamps: bool,
 }
 
-/// The handshake as seen at the capture point.
+/// The handshake as seen at the capture point. Its SYN is `Connection::syn()` (nearly always
+/// the connection's first packet: one bit of the connection instead of 16 bytes here), and
+/// the durations that start at the SYN are methods of `Connection` too.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Handshake {
-    /// The SYN answered by the first SYN-ACK (the last SYN before it).
-    pub syn: Option<At>,
     pub syn_ack: Option<At>,
     /// The client's ACK of the SYN-ACK.
     pub ack: Option<At>,
@@ -174,6 +174,8 @@ struct Odd {
     invalid_acks: u32,
     first_invalid_ack: Option<At>,
     client_rsts: u32,
+    /// The handshake's SYN when it is not the connection's first packet (a SYN sent again).
+    syn_later: Option<At>,
 }
 
 impl Handshake {
@@ -198,17 +200,13 @@ impl Handshake {
     pub(crate) fn count_client_rst(&mut self) {
         self.odd.get_or_insert_default().client_rsts += 1;
     }
-    /// SYN -> ACK: one full round trip from any vantage point.
-    pub fn rtt_ns(&self) -> Option<i64> {
-        Some(self.ack?.ts_ns - self.syn?.ts_ns).filter(|d| *d >= 0)
-    }
-    pub fn syn_to_syn_ack_ns(&self) -> Option<i64> {
-        Some(self.syn_ack?.ts_ns - self.syn?.ts_ns).filter(|d| *d >= 0)
-    }
     pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
         Some(self.ack?.ts_ns - self.syn_ack?.ts_ns).filter(|d| *d >= 0)
     }
 }
+
+/// `Connection::flags`: the handshake's SYN is the connection's first packet.
+const SYN_IS_FIRST: u8 = 1;
 
 /// One TCP connection: one generation of one 4-tuple.
 #[derive(Clone, Debug)]
@@ -232,6 +230,8 @@ pub struct Connection {
     /// answered by the same SYN again, over and over, closes and reopens one connection at
     /// every other packet, and queued an entry at each close).
     pub(crate) queued_closed: bool,
+    /// `SYN_IS_FIRST` (in padding).
+    flags: u8,
 }
 
 /// What a summary of many connections reads of each (the text report's counts and its
@@ -267,6 +267,36 @@ impl Connection {
         self.first.frame()
     }
 
+    /// The handshake's SYN: the one answered by the first SYN-ACK (the last SYN before it).
+    #[inline]
+    pub fn syn(&self) -> Option<At> {
+        if self.flags & SYN_IS_FIRST != 0 {
+            Some(self.first)
+        } else {
+            self.handshake.odd.as_ref().and_then(|o| o.syn_later)
+        }
+    }
+
+    pub(crate) fn set_syn(&mut self, at: At) {
+        if at == self.first {
+            self.flags |= SYN_IS_FIRST;
+        } else {
+            self.flags &= !SYN_IS_FIRST;
+            self.handshake.odd.get_or_insert_default().syn_later = Some(at);
+        }
+    }
+
+    /// SYN -> ACK of the handshake: one full round trip from any vantage point.
+    pub fn handshake_rtt_ns(&self) -> Option<i64> {
+        Some(self.handshake.ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)
+    }
+    pub fn syn_to_syn_ack_ns(&self) -> Option<i64> {
+        Some(self.handshake.syn_ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)
+    }
+    pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
+        self.handshake.syn_ack_to_ack_ns()
+    }
+
     pub(crate) fn new(
         client: (IpAddr, u16),
         server: (IpAddr, u16),
@@ -285,6 +315,7 @@ impl Connection {
             closed_at: Ts::NONE,
             slot: 0,
             queued_closed: false,
+            flags: 0,
         }
     }
 
@@ -297,7 +328,7 @@ impl Connection {
             packets: self.packets(),
             c2s: self.client.unique_bytes,
             s2c: self.server.unique_bytes,
-            hs_rtt_ns: self.handshake.rtt_ns(),
+            hs_rtt_ns: self.handshake_rtt_ns(),
             retrans: self
                 .client
                 .retrans_segments()
@@ -375,10 +406,7 @@ impl Connection {
         if self.client.addr.is_loopback() && self.server.addr.is_loopback() {
             return Vantage::Local;
         }
-        let (Some(a), Some(b)) = (
-            self.handshake.syn_to_syn_ack_ns(),
-            self.handshake.syn_ack_to_ack_ns(),
-        ) else {
+        let (Some(a), Some(b)) = (self.syn_to_syn_ack_ns(), self.syn_ack_to_ack_ns()) else {
             return Vantage::Unknown;
         };
         let total = a + b;
@@ -399,16 +427,12 @@ impl Connection {
     /// whose data crosses the far part of the path from the capture point, with the near part
     /// (from the handshake split) added. Returns (min, median, max, samples) in ns.
     pub fn rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
-        let hs = self.handshake.rtt_ns();
+        let hs = self.handshake_rtt_ns();
         let (far, near_ns) = match self.vantage() {
-            Vantage::NearClient | Vantage::Local => (
-                &self.client.ack_rtt,
-                self.handshake.syn_ack_to_ack_ns().unwrap_or(0),
-            ),
-            Vantage::NearServer => (
-                &self.server.ack_rtt,
-                self.handshake.syn_to_syn_ack_ns().unwrap_or(0),
-            ),
+            Vantage::NearClient | Vantage::Local => {
+                (&self.client.ack_rtt, self.syn_ack_to_ack_ns().unwrap_or(0))
+            }
+            Vantage::NearServer => (&self.server.ack_rtt, self.syn_to_syn_ack_ns().unwrap_or(0)),
             Vantage::Middle | Vantage::Unknown => {
                 return hs.map(|h| (h, h, h, 1));
             }

@@ -265,6 +265,8 @@ struct Unusual {
     out_of_order: u32,
     keepalives: u32,
     duplicates: u32,
+    /// The payload of those duplicates.
+    duplicate_payload_bytes: u64,
     unseen_acked_bytes: u64,
     ip_fragments: bool,
     sack_blocks: u32,
@@ -283,6 +285,7 @@ impl Unusual {
         out_of_order: 0,
         keepalives: 0,
         duplicates: 0,
+        duplicate_payload_bytes: 0,
         unseen_acked_bytes: 0,
         ip_fragments: false,
         sack_blocks: 0,
@@ -314,8 +317,6 @@ pub struct Endpoint {
     pub packets: u64,
     /// Sum of frame lengths on the wire (what tshark's conversation table counts).
     pub frame_bytes: u64,
-    /// Payload bytes sent, counting retransmissions.
-    pub payload_bytes: u64,
     /// Payload bytes sent for the first time.
     pub unique_bytes: u64,
     pub data_segments: u64,
@@ -471,8 +472,18 @@ impl Endpoint {
     }
 
     /// Count the packet as the same one captured again.
-    pub(crate) fn count_duplicate(&mut self) {
-        self.unusual().duplicates += 1;
+    pub(crate) fn count_duplicate(&mut self, payload_len: u32) {
+        let u = self.unusual();
+        u.duplicates += 1;
+        u.duplicate_payload_bytes += u64::from(payload_len);
+    }
+
+    /// Payload bytes sent, counting retransmissions and packets captured twice (what tshark
+    /// counts): the unique bytes plus the rest, which only sides that send again or are
+    /// captured twice have (kept with what they do; inline, 8 bytes of every side).
+    pub fn payload_bytes(&self) -> u64 {
+        let u = self.usual();
+        self.unique_bytes + u.retrans_bytes + u.duplicate_payload_bytes
     }
 
     pub(crate) fn new(addr: IpAddr, port: u16, ts_ns: i64) -> Endpoint {
@@ -488,7 +499,6 @@ impl Endpoint {
             known: 0,
             packets: 0,
             frame_bytes: 0,
-            payload_bytes: 0,
             unique_bytes: 0,
             data_segments: 0,
             sack_permitted: false,
@@ -597,7 +607,6 @@ impl Endpoint {
                 if self.fill_hole(start, start + len) {
                     self.unusual().out_of_order += 1;
                     self.unique_bytes += u64::from(len);
-                    self.payload_bytes += u64::from(len);
                     self.data_segments += 1;
                 } else if len <= 1 && start == (next - 1) && peer_acked == Some(next) {
                     self.unusual().keepalives += 1;
@@ -617,7 +626,6 @@ impl Endpoint {
             return;
         }
         self.data_segments += 1;
-        self.payload_bytes += u64::from(fresh + old);
         self.unique_bytes += u64::from(fresh);
         if old > 0 {
             self.count_retransmission_bytes(old);
@@ -630,7 +638,6 @@ impl Endpoint {
 
     fn count_retransmission(&mut self, len: u32) {
         self.data_segments += 1;
-        self.payload_bytes += u64::from(len);
         self.count_retransmission_bytes(len);
     }
 

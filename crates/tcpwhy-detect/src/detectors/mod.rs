@@ -703,8 +703,7 @@ impl States {
 /// The connection's round trip as well as the capture tells it: the handshake, else the
 /// smallest full-path sample.
 pub(crate) fn rtt_ns(c: &Connection) -> Option<i64> {
-    c.handshake
-        .rtt_ns()
+    c.handshake_rtt_ns()
         .or_else(|| c.rtt_summary().map(|r| r.0))
         .filter(|r| *r > 0)
 }

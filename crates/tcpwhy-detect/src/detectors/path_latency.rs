@@ -128,7 +128,7 @@ impl Detector for PathLatency {
             return;
         }
         let rounds: Vec<i64> = exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
-        let hs = c.handshake.rtt_ns().unwrap_or(0);
+        let hs = c.handshake_rtt_ns().unwrap_or(0);
         let cost = hs
             + exchanges
                 .iter()
@@ -136,12 +136,12 @@ impl Detector for PathLatency {
                 .map(|(l, n)| (n * rtt).min(*l))
                 .sum::<i64>();
         let mut f = Finding::new(INFO.id, c);
-        f.start_ns = c.handshake.syn.map_or(q.ts_ns, |a| a.ts_ns);
+        f.start_ns = c.syn().map_or(q.ts_ns, |a| a.ts_ns);
         f.end_ns = c.last.ts_ns;
         // Never more than the time the connection took (found by fuzzing: data before the
         // handshake completed let the handshake and the first exchange overlap).
         f.cost_ns = cost.min((f.end_ns - f.start_ns).max(0));
-        f.frames = [c.handshake.syn, c.handshake.syn_ack, Some(q), Some(r)]
+        f.frames = [c.syn(), c.handshake.syn_ack, Some(q), Some(r)]
             .into_iter()
             .flatten()
             .map(|a| a.frame())

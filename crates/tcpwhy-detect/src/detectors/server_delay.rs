@@ -94,7 +94,7 @@ impl Detector for ServerDelay {
                 };
                 cs.server_delay_exchanges += 1;
                 // The capture point's round trip to the server, from the handshake split.
-                let far = c.handshake.syn_to_syn_ack_ns().unwrap_or(0);
+                let far = c.syn_to_syn_ack_ns().unwrap_or(0);
                 let rtt = rtt_ns(c).unwrap_or(0);
                 let server_time = ev.at.ts_ns - req.ts_ns - far;
                 if server_time >= MIN_DELAY && server_time >= 4 * rtt {

@@ -107,7 +107,7 @@ fn endpoint_json(e: &Endpoint) -> Value {
         "packets": e.packets,
         "bytes": e.frame_bytes,
         "data_segments": e.data_segments,
-        "payload_bytes": e.payload_bytes,
+        "payload_bytes": e.payload_bytes(),
         "unique_bytes": e.unique_bytes,
         "retrans_bytes": e.retrans_bytes(),
         "retrans_segments": e.retrans_segments(),
@@ -134,13 +134,13 @@ fn endpoint_json(e: &Endpoint) -> Value {
 #[cfg(test)] // the reference json_fast is tested against
 pub fn connection_json(c: &Connection) -> Value {
     let hs = &c.handshake;
-    let handshake = if hs.syn.is_some() || hs.syn_ack.is_some() {
+    let handshake = if c.syn().is_some() || hs.syn_ack.is_some() {
         json!({
-            "syn_frame": hs.syn.map(|a| a.frame()),
+            "syn_frame": c.syn().map(|a| a.frame()),
             "syn_ack_frame": hs.syn_ack.map(|a| a.frame()),
             "ack_frame": hs.ack.map(|a| a.frame()),
-            "rtt_ms": hs.rtt_ns().map(ms),
-            "syn_to_syn_ack_ms": hs.syn_to_syn_ack_ns().map(ms),
+            "rtt_ms": c.handshake_rtt_ns().map(ms),
+            "syn_to_syn_ack_ms": c.syn_to_syn_ack_ns().map(ms),
             "syn_ack_to_ack_ms": hs.syn_ack_to_ack_ns().map(ms),
             "invalid_acks": hs.invalid_acks(),
             "client_rsts": hs.client_rsts(),

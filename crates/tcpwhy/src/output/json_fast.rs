@@ -115,7 +115,7 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("mss", &e.mss());
     o.val("out_of_order", &e.out_of_order());
     o.val("packets", &e.packets);
-    o.val("payload_bytes", &e.payload_bytes);
+    o.val("payload_bytes", &e.payload_bytes());
     o.val("retrans_bytes", &e.retrans_bytes());
     o.val("retrans_segments", &e.retrans_segments());
     o.val("rst_frame", &e.rst().map(|a| a.frame()));
@@ -144,16 +144,16 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     o.val("end_reason", c.end_reason.name());
     o.val("first_frame", &c.first.frame());
     let hs = &c.handshake;
-    if hs.syn.is_some() || hs.syn_ack.is_some() {
+    if c.syn().is_some() || hs.syn_ack.is_some() {
         let mut h = Obj::new(o.key("handshake"));
         h.val("ack_frame", &hs.ack.map(|a| a.frame()));
         h.val("client_rsts", &hs.client_rsts());
         h.val("invalid_acks", &hs.invalid_acks());
-        h.val("rtt_ms", &hs.rtt_ns().map(ms));
+        h.val("rtt_ms", &c.handshake_rtt_ns().map(ms));
         h.val("syn_ack_frame", &hs.syn_ack.map(|a| a.frame()));
         h.val("syn_ack_to_ack_ms", &hs.syn_ack_to_ack_ns().map(ms));
-        h.val("syn_frame", &hs.syn.map(|a| a.frame()));
-        h.val("syn_to_syn_ack_ms", &hs.syn_to_syn_ack_ns().map(ms));
+        h.val("syn_frame", &c.syn().map(|a| a.frame()));
+        h.val("syn_to_syn_ack_ms", &c.syn_to_syn_ack_ns().map(ms));
         h.end();
     } else {
         o.null("handshake");

@@ -476,8 +476,7 @@ impl TextPrinter {
                 .unwrap_or_default(),
         );
         let rtt = c
-            .handshake
-            .rtt_ns()
+            .handshake_rtt_ns()
             .map(fmt_ms)
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
