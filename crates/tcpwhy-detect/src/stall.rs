@@ -137,9 +137,6 @@ impl Stalls {
         if seg.flags.syn() || seg.flags.rst() {
             return;
         }
-        let threshold = (2 * rtt_ns(c).unwrap_or(0)).max(FLOOR_NS);
-        let rtt = rtt_ns(c).unwrap_or(0);
-        let mss = u64::from(c.endpoint(ev.from).mss().unwrap_or(536));
         // As the sender of its own data.
         if seg.payload_len > 0 {
             let d = cs.stall.get(&mut cs.used, ev.from);
@@ -162,7 +159,7 @@ impl Stalls {
                 } else {
                     Resume::Retransmission
                 };
-                d.check(c.id(), ev.from, ev.at, how, threshold, rtt, mss, out);
+                d.check(c, ev.from, ev.from, ev.at, how, out);
             }
             if ev.retransmission {
                 d.last_retx = ev.at.into();
@@ -191,7 +188,7 @@ impl Stalls {
         if seg.flags.ack() {
             let advanced = d.snd_una().is_none_or(|u| seg.ack > u);
             if d.is(ACTIVE) && advanced {
-                d.check(c.id(), peer, ev.at, Resume::Ack, threshold, rtt, mss, out);
+                d.check(c, peer, ev.from, ev.at, Resume::Ack, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;
@@ -242,24 +239,30 @@ impl Dir {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A gap since the last progress longer than the threshold, max(2 x RTT, `FLOOR_NS`), is
+    /// a stall of `sender`'s data (the MSS the classes compare with is `mss_of`'s, the side
+    /// of the segment at hand). The round trip and the MSS are looked up only for a gap past
+    /// the floor: most segments come sooner.
     #[inline]
     fn check(
         &mut self,
-        connection: u64,
+        c: &Connection,
         sender: Side,
+        mss_of: Side,
         now: At,
         how: Resume,
-        threshold: i64,
-        rtt: i64,
-        mss: u64,
         out: &mut Vec<Stall>,
     ) {
         let Some(lp) = self.last_progress else { return };
         let gap = now.ts_ns - lp.ts_ns;
-        if gap <= threshold {
+        if gap <= FLOOR_NS {
             return;
         }
+        let rtt = rtt_ns(c).unwrap_or(0);
+        if gap <= (2 * rtt).max(FLOOR_NS) {
+            return;
+        }
+        let mss = u64::from(c.endpoint(mss_of).mss().unwrap_or(536));
         let in_flight = self.in_flight();
         let class = match how {
             Resume::Retransmission => StallClass::Retransmission,
@@ -279,7 +282,7 @@ impl Dir {
             _ => StallClass::AckDelay,
         };
         out.push(Stall {
-            connection,
+            connection: c.id(),
             sender,
             start: lp,
             end: now,

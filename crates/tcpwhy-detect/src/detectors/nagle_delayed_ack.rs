@@ -77,8 +77,6 @@ impl Detector for NagleDelayedAck {
             return;
         }
         let sender = ev.from;
-        let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
-        let rtt = rtt_ns(c).unwrap_or(0);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
             let st = cs.nagle_delayed_ack.get(&mut cs.used);
@@ -94,6 +92,7 @@ impl Detector for NagleDelayedAck {
                 }
             }
             let i = sender as usize;
+            let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
             if ev.new_data && !ev.retransmission && seg.payload_len < mss {
                 st.pending[i] = Some(ev.at);
                 st.end[i] = seg.seq + seg.payload_len;
@@ -110,7 +109,10 @@ impl Detector for NagleDelayedAck {
                 st.pending[p] = None;
                 let delay = ev.at.ts_ns - a.ts_ns;
                 let pure = seg.payload_len == 0 && !seg.flags.fin();
-                if pure && (MIN_DELAY..=MAX_DELAY).contains(&delay) && delay > 3 * rtt {
+                if pure
+                    && (MIN_DELAY..=MAX_DELAY).contains(&delay)
+                    && delay > 3 * rtt_ns(c).unwrap_or(0)
+                {
                     cs.extra.get::<Found>(peer).acked = Some((a, ev.at, delay));
                 }
             }

@@ -89,13 +89,11 @@ impl Detector for RwndLimited {
         if seg.payload_len == 0 || !ev.new_data {
             return;
         }
-        let rtt = rtt_ns(c).unwrap_or(0);
-        let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
         let st = cs.rwnd_limited.get(&mut cs.used);
         let i = ev.from as usize;
         if let Some(full) = st.full[i].take() {
             let wait = ev.at.ts_ns - full.ts_ns;
-            if wait > (rtt / 4).max(MS) {
+            if wait > (rtt_ns(c).unwrap_or(0) / 4).max(MS) {
                 let f = cs.extra.get::<Found>(ev.from);
                 f.waits += 1;
                 f.total_ns += wait;
@@ -103,8 +101,11 @@ impl Detector for RwndLimited {
             }
         }
         let end = seg.seq + seg.payload_len;
-        if st.max_window[i] > 0 && end >= st.edge[i] - mss / 2 {
-            st.full[i] = Some(ev.at);
+        if st.max_window[i] > 0 {
+            let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
+            if end >= st.edge[i] - mss / 2 {
+                st.full[i] = Some(ev.at);
+            }
         }
     }
 
