@@ -362,11 +362,18 @@ impl HistoryRing {
         (self.deadline(&h) > now).then_some(h)
     }
 
-    fn put(&mut self, h: History) {
+    /// Keep `h`; true if the ring was full and forgot, to make room, a connection still
+    /// within its time (`keep_ns`) at `now`.
+    fn put(&mut self, h: History, now: i64) -> bool {
         if let Some(old) = self.take(h.hash, &h.key, i64::MIN) {
             debug_assert!(old.key == h.key);
         }
+        let mut forgot = false;
         if self.len == self.cap {
+            // (An entry past its time may still be here: `expire` runs after the timers that
+            // finish connections, and the ring is in the order connections finished.)
+            let oldest = self.ring.get(self.head);
+            forgot = oldest.live && self.deadline(oldest) > now;
             self.pop_oldest();
         }
         let pos = (self.head + self.len) % self.cap;
@@ -380,6 +387,7 @@ impl HistoryRing {
         let ring = &self.ring;
         self.index
             .insert_unique(h.hash, pos as u32, |&p| ring.get(p as usize).hash);
+        forgot
     }
 
     fn pop_oldest(&mut self) {
@@ -483,6 +491,10 @@ pub struct TrackerStats {
     pub connections: u64,
     pub evicted: u64,
     pub peak_open: u64,
+    /// Finished connections the history for the next SYN on a 4-tuple forgot before their
+    /// time (`Config::history_ns`) because it was full (`Config::max_connections` entries):
+    /// a later SYN on such a tuple is not compared with them.
+    pub history_forgotten: u64,
 }
 
 pub struct Tracker {
@@ -1097,7 +1109,9 @@ impl Tracker {
             // History is bounded like the table: the oldest facts go first.
             let h = History::of(c, hash);
             self.next_due = self.next_due.min(self.history.deadline(&h));
-            self.history.put(h);
+            if self.history.put(h, self.now) {
+                self.stats.history_forgotten += 1;
+            }
         }
         sink.connection(c);
         self.slots.clear(slot);
@@ -1246,5 +1260,55 @@ mod timer_tests {
         }
         all.sort();
         assert_eq!(pop_all(&mut t), all);
+    }
+}
+
+#[cfg(test)]
+mod history_tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// The entry of a connection on client port `port` whose last packet was at `last_ms`.
+    fn entry(port: u16, last_ms: i64) -> History {
+        let key = FlowKey::new(
+            (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), port),
+            (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 80),
+        );
+        History {
+            key,
+            hash: fmix64(u64::from(port)),
+            id: u64::from(port),
+            last_ts: last_ms * 1_000_000,
+            client_first_ts: 0,
+            client_next_seq: Seq(0),
+            server_next_seq: Seq(0),
+            client_isn: Seq(0),
+            close: Close::Open,
+            known: 0,
+            timestamps: false,
+            client_lo: true,
+            live: true,
+        }
+    }
+
+    /// A full ring forgets its oldest entry to make room. Only a live entry still within its
+    /// time counts as forgotten early (the summary warns of those): not one past its time
+    /// that `expire` had not dropped yet, nor one a new connection already took.
+    #[test]
+    fn only_entries_still_within_their_time_count_as_forgotten() {
+        let ms = 1_000_000;
+        let mut h = HistoryRing::new(2, 5_000 * ms);
+        assert!(!h.put(entry(1, 0), 100 * ms));
+        assert!(!h.put(entry(2, 10), 100 * ms));
+        // Full: entry 1 (until 5.0 s) goes at 1 s, within its time.
+        assert!(h.put(entry(3, 20), 1_000 * ms));
+        // Entry 2 (until 5.01 s) goes at 6 s, past its time.
+        assert!(!h.put(entry(4, 30), 6_000 * ms));
+        // Entry 3 was taken by a new connection on its tuple: not live any more.
+        let e3 = entry(3, 20);
+        assert!(h.take(e3.hash, &e3.key, 1_500 * ms).is_some());
+        assert!(!h.put(entry(5, 40), 2_000 * ms));
+        // Entry 4 (until 5.03 s) goes at 2 s, within its time.
+        assert!(h.put(entry(6, 50), 2_000 * ms));
     }
 }

@@ -807,6 +807,11 @@ fn history_forgets_the_oldest_when_full_and_what_is_past_its_deadline() {
     // Capture time moves past the linger (2 s) so all five are finished into the history.
     r.seg_between(2_100, port(9), S, SYN, 1, 0, 0);
     assert_eq!(r.done.len(), 5);
+    assert_eq!(
+        r.t.stats().history_forgotten,
+        2,
+        "two forgotten within their time, counted for the summary's warning"
+    );
     for i in [0u16, 1, 2, 3, 4] {
         r.seg_between(2_200 + i64::from(i), port(i), S, SYN, 7_000, 0, 0);
     }
@@ -836,6 +841,11 @@ fn history_forgets_the_oldest_when_full_and_what_is_past_its_deadline() {
     r.seg_between(3_000, port(9), S, SYN, 1, 0, 0);
     assert_eq!(r.done.len(), 1, "finished into the history");
     r.seg(9_000, C, SYN, 900, 0, 0);
+    assert_eq!(
+        r.t.stats().history_forgotten,
+        0,
+        "past its time is not forgotten early"
+    );
     let done = r.finish();
     let late = done
         .iter()

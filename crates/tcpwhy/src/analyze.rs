@@ -50,6 +50,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         }
     };
     let mut printer = printer(args, false, &files, &cfg)?;
+    let history_secs = cfg.history_ns / 1_000_000_000;
 
     let mut progress = Progress::new(&files, args.quiet);
     let threads = args.threads.unwrap_or_else(default_threads);
@@ -85,6 +86,14 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         warnings.push(format!(
             "{} connections were finished early to stay under --max-connections {}",
             tracker_stats.evicted, args.max_connections
+        ));
+    }
+    if tracker_stats.history_forgotten > 0 {
+        warnings.push(format!(
+            "{} finished connections were forgotten before their {} s to keep the history of \
+             4-tuples under --max-connections {}: a later SYN on one of their 4-tuples found no \
+             predecessor to compare with (a stale-state collision there would go unnamed)",
+            tracker_stats.history_forgotten, history_secs, args.max_connections
         ));
     }
     let report = Report {

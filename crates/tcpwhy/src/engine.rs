@@ -568,6 +568,7 @@ impl Engine {
             let s = h.join().map_err(|_| worker_gone())?;
             stats.connections += s.connections;
             stats.evicted += s.evicted;
+            stats.history_forgotten += s.history_forgotten;
         }
         stats.peak_open = sinks.peak_open;
         Ok(stats)

@@ -113,6 +113,14 @@ fn syn_flood_of_random_tuples_stays_under_the_cap() {
             .contains("--max-connections"),
         "the summary says the cap evicted: {summary}"
     );
+    // Each evicted SYN was kept for the next SYN on its 4-tuple, and the history, capped the
+    // same way, forgot most of them within their 300 s: the summary says so.
+    assert!(
+        summary["warnings"]
+            .to_string()
+            .contains("finished connections were forgotten before their 300 s"),
+        "the summary says the history forgot connections early: {summary}"
+    );
     // The biggest child so far is this run (or an earlier one of these tests): well under
     // what 200 000 tracked connections would take (over 200 MB).
     eprintln!(
