@@ -548,7 +548,8 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct ConnState {
-    /// Which states were looked at: one bit each (`Lazy`, `PerSide`).
+    /// Which states were looked at: one bit each (`Lazy`, `PerSide`); and bit 31,
+    /// `FIRST_SYN_IS_FIRST`.
     pub(crate) used: u32,
     /// The connection the state belongs to (`owner`, a tag of its id; 0: none), for `States`.
     owner: u32,
