@@ -91,7 +91,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     if tracker_stats.history_forgotten > 0 {
         warnings.push(format!(
             "{} finished connections were forgotten before their {} s to keep the history of \
-             4-tuples under --max-connections {}: a later SYN on one of their 4-tuples found no \
+             4-tuples under --max-connections {}: a later SYN on one of their 4-tuples finds no \
              predecessor to compare with (a stale-state collision there would go unnamed)",
             tracker_stats.history_forgotten, history_secs, args.max_connections
         ));

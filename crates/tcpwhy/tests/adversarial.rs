@@ -460,3 +460,44 @@ fn pcapng_times_146_000_years_apart() {
     assert_eq!(summary["span_ms"], 1000.0);
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn the_text_summary_says_what_the_cap_evicted_and_forgot() {
+    // 100 SYNs from 100 sources, none answered, 1 ms apart, with room for 10 connections
+    // (one thread: one table and one history of 10). Each SYN past the tenth evicts the oldest
+    // open attempt (90) into the history of 4-tuples, which keeps 10 and so forgets the first
+    // 80 well within their 300 s. The text report, not only the warnings on stderr, says both.
+    let path = tmp("hundred.pcap");
+    let mut p = Pcap::create(&path);
+    for i in 0..100u8 {
+        p.syn(
+            1_700_000_000_000_000 + u64::from(i) * 1_000,
+            [10, 1, 0, i],
+            40_000,
+        );
+    }
+    p.finish();
+    let out = tcpwhy(&[
+        "analyze",
+        "--threads",
+        "1",
+        "--max-connections",
+        "10",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("90 connections evicted by --max-connections"),
+        "{text}"
+    );
+    assert!(
+        text.contains("80 finished connections forgotten early by the history of 4-tuples"),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("80 finished connections were forgotten before their 300 s"),
+        "{err}"
+    );
+}

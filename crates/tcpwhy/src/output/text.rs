@@ -773,6 +773,13 @@ impl Printer for TextPrinter {
                 r.tracker.evicted
             )?;
         }
+        if r.tracker.history_forgotten > 0 {
+            writeln!(
+                o,
+                "{} finished connections forgotten early by the history of 4-tuples (--max-connections): a later SYN on their 4-tuples finds no predecessor",
+                r.tracker.history_forgotten
+            )?;
+        }
         self.exchanges_report()?;
         self.stalls_report()?;
         let o = &mut self.out;
