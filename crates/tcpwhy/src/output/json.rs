@@ -262,6 +262,7 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
         },
         "connections": r.tracker.connections,
         "evicted": r.tracker.evicted,
+        "history_forgotten": r.tracker.history_forgotten,
         "peak_open_connections": r.tracker.peak_open,
         "vantage": vant,
         "warnings": r.warnings,
