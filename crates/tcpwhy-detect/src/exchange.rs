@@ -230,7 +230,6 @@ impl Exchanges {
             if let Some(x) = st.close(c, &mut cs.exchange_has, &mut cs.extra) {
                 out.push(x);
             }
-            cs.exchange_has = 0;
         }
     }
 }

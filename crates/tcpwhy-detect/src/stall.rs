@@ -259,7 +259,7 @@ impl Dir {
             return;
         }
         let rtt = rtt_ns(c).unwrap_or(0);
-        if gap <= (2 * rtt).max(FLOOR_NS) {
+        if gap <= 2 * rtt {
             return;
         }
         let mss = u64::from(c.endpoint(mss_of).mss().unwrap_or(536));

@@ -19,12 +19,16 @@ struct Collect {
     findings: Vec<Finding>,
     exchanges: Vec<Exchange>,
     stalls: Vec<Stall>,
+    /// The last connection finished.
+    last: Option<Connection>,
 }
 impl Output for Collect {
     fn finding(&mut self, f: &Finding) {
         self.findings.push(f.clone());
     }
-    fn connection(&mut self, _c: &Connection) {}
+    fn connection(&mut self, c: &Connection) {
+        self.last = Some(c.clone());
+    }
     fn exchange(&mut self, x: &Exchange) {
         self.exchanges.push(x.clone());
     }
@@ -122,37 +126,15 @@ fn a_reused_slot_starts_without_the_first_syn_of_the_connection_before() {
 }
 
 #[test]
-fn the_first_syn_is_a_bit_when_it_is_the_first_packet_and_kept_otherwise() {
+fn the_first_syn_is_a_bit_when_it_is_the_first_packet_and_kept_otherwise_and_release_clears_it() {
     // The tracker starts a connection at every client SYN with a new ISN, so the first SYN
     // the detectors see is the connection's first packet, and the state keeps one bit for it.
     // Should a first SYN come later (nothing makes one today), it is kept on its own: both
     // ways give the SYN back, and releasing the slot forgets it.
-    struct Last(Option<Connection>);
-    impl tcpwhy_track::Sink for Last {
-        fn connection(&mut self, c: &Connection) {
-            self.0 = Some(c.clone());
-        }
-    }
-    let mut t = Tracker::new(Config::default());
-    let mut last = Last(None);
-    let syn = TcpSegment {
-        src: C.0,
-        dst: S.0,
-        src_port: C.1,
-        dst_port: S.1,
-        seq: Seq(1000),
-        ack: Seq(0),
-        flags: TcpFlags(SYN),
-        window: 1000,
-        payload_len: 0,
-        options: TcpOptions::default(),
-        ip_id: 0,
-        first_fragment: false,
-    };
-    t.segment(&syn, At::new(7, 70 * MS), 54, &mut last);
-    t.finish_all(&mut last);
-    let c = last.0.expect("the connection");
-    assert_eq!(c.first, At::new(7, 70 * MS));
+    let c = drive(&[(70, C, SYN, 1000, 0, 0, 1000, &[])])
+        .last
+        .expect("the connection");
+    assert_eq!(c.first, At::new(1, 70 * MS));
 
     use crate::detectors::{FirstSyn, States, WHOLE};
     let mut states = States::default();
@@ -171,8 +153,14 @@ fn the_first_syn_is_a_bit_when_it_is_the_first_packet_and_kept_otherwise() {
     let cs = states.get(&c);
     cs.set_first_syn(&c, later);
     assert_eq!(cs.first_syn(&c), Some(later));
+    // The other fields kept outside the detectors' states go with the release too (it is
+    // the one place they are cleared for the slot's next connection).
+    cs.exchange_has = 7;
+    cs.server_delay_exchanges = 5;
     states.release(&c);
-    assert_eq!(states.get(&c).first_syn(&c), None, "released");
+    let cs = states.get(&c);
+    assert_eq!(cs.first_syn(&c), None, "released");
+    assert_eq!((cs.exchange_has, cs.server_delay_exchanges), (0, 0));
 }
 
 #[test]

@@ -200,9 +200,6 @@ impl Handshake {
     pub(crate) fn count_client_rst(&mut self) {
         self.odd.get_or_insert_default().client_rsts += 1;
     }
-    pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
-        Some(self.ack?.ts_ns - self.syn_ack?.ts_ns).filter(|d| *d >= 0)
-    }
 }
 
 /// `Connection::flags`: the handshake's SYN is the connection's first packet.
@@ -294,7 +291,8 @@ impl Connection {
         Some(self.handshake.syn_ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)
     }
     pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
-        self.handshake.syn_ack_to_ack_ns()
+        let hs = &self.handshake;
+        Some(hs.ack?.ts_ns - hs.syn_ack?.ts_ns).filter(|d| *d >= 0)
     }
 
     pub(crate) fn new(

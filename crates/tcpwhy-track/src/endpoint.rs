@@ -353,6 +353,18 @@ const WINDOW_SCALED: u8 = 8;
 const MSS: u8 = 16;
 const WINDOW_SCALE: u8 = 32;
 
+/// A value of `Endpoint` valid under `bit` of `known`: store `v` and set the bit, or clear it.
+#[inline]
+fn set_known<T>(known: &mut u8, bit: u8, slot: &mut T, v: Option<T>) {
+    match v {
+        Some(v) => {
+            *slot = v;
+            *known |= bit;
+        }
+        None => *known &= !bit,
+    }
+}
+
 impl Endpoint {
     /// Initial sequence number from this side's SYN.
     #[inline]
@@ -397,13 +409,7 @@ impl Endpoint {
     }
     #[inline]
     pub(crate) fn set_window_scaled(&mut self, w: Option<u32>) {
-        match w {
-            Some(w) => {
-                self.window_scaled_v = w;
-                self.known |= WINDOW_SCALED;
-            }
-            None => self.known &= !WINDOW_SCALED,
-        }
+        set_known(&mut self.known, WINDOW_SCALED, &mut self.window_scaled_v, w);
     }
 
     /// SYNs sent again with the same ISN.
@@ -554,15 +560,13 @@ impl Endpoint {
                     }
                     self.isn_v = seg.seq;
                     self.known |= ISN;
-                    self.known &= !(MSS | WINDOW_SCALE);
-                    if let Some(m) = o.mss {
-                        self.mss_v = m;
-                        self.known |= MSS;
-                    }
-                    if let Some(w) = o.window_scale {
-                        self.window_scale_v = w;
-                        self.known |= WINDOW_SCALE;
-                    }
+                    set_known(&mut self.known, MSS, &mut self.mss_v, o.mss);
+                    set_known(
+                        &mut self.known,
+                        WINDOW_SCALE,
+                        &mut self.window_scale_v,
+                        o.window_scale,
+                    );
                     self.sack_permitted = o.sack_permitted;
                 }
             }

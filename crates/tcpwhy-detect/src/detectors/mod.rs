@@ -686,7 +686,10 @@ impl States {
         }
     }
 
-    /// Forget `c` (its detectors have taken what they keep).
+    /// Forget `c` (its detectors have taken what they keep): also the few fields outside the
+    /// detectors' states (the first-SYN bit, `exchange_has`, `server_delay_exchanges`) and
+    /// the `Extra`. Every finished connection comes here, so this is the one place they are
+    /// cleared for the slot's next connection.
     pub fn release(&mut self, c: &Connection) {
         let i = c.slot as usize;
         if let Some(e) = self.chunks.get_mut(i / CHUNK).map(|ch| &mut ch[i % CHUNK]) {

@@ -77,9 +77,9 @@ impl Detector for NagleDelayedAck {
             return;
         }
         let sender = ev.from;
+        let st = cs.nagle_delayed_ack.get(&mut cs.used);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
-            let st = cs.nagle_delayed_ack.get(&mut cs.used);
             if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
                 if let Some((a, ack, delay)) = f.acked.take() {
                     if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
@@ -102,7 +102,6 @@ impl Detector for NagleDelayedAck {
         }
         // The peer's side: a pure ACK of the pending small segment, late.
         let peer = sender.other();
-        let st = cs.nagle_delayed_ack.get(&mut cs.used);
         let p = peer as usize;
         if let Some(a) = st.pending[p] {
             if seg.flags.ack() && seg.ack >= st.end[p] {

@@ -116,7 +116,7 @@ impl Detector for ServerDelay {
         if cs.server_delay.take(&mut cs.used).is_none() {
             return;
         }
-        let exchanges = std::mem::take(&mut cs.server_delay_exchanges);
+        let exchanges = cs.server_delay_exchanges;
         let Some(st) = cs.extra.take::<Found>(WHOLE) else {
             return;
         };

@@ -141,7 +141,7 @@ pub fn connection_json(c: &Connection) -> Value {
             "ack_frame": hs.ack.map(|a| a.frame()),
             "rtt_ms": c.handshake_rtt_ns().map(ms),
             "syn_to_syn_ack_ms": c.syn_to_syn_ack_ns().map(ms),
-            "syn_ack_to_ack_ms": hs.syn_ack_to_ack_ns().map(ms),
+            "syn_ack_to_ack_ms": c.syn_ack_to_ack_ns().map(ms),
             "invalid_acks": hs.invalid_acks(),
             "client_rsts": hs.client_rsts(),
         })

@@ -151,7 +151,7 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
         h.val("invalid_acks", &hs.invalid_acks());
         h.val("rtt_ms", &c.handshake_rtt_ns().map(ms));
         h.val("syn_ack_frame", &hs.syn_ack.map(|a| a.frame()));
-        h.val("syn_ack_to_ack_ms", &hs.syn_ack_to_ack_ns().map(ms));
+        h.val("syn_ack_to_ack_ms", &c.syn_ack_to_ack_ns().map(ms));
         h.val("syn_frame", &c.syn().map(|a| a.frame()));
         h.val("syn_to_syn_ack_ms", &c.syn_to_syn_ack_ns().map(ms));
         h.end();
