@@ -140,7 +140,11 @@ fn text_report(
     snaps: &[Snapshot],
     findings: &[HostFinding],
 ) -> io::Result<()> {
-    let names: Vec<&str> = snaps.iter().map(|s| s.namespace.as_str()).collect();
+    // "(this namespace)" is already in parentheses: the list puts it in its own.
+    let names: Vec<&str> = snaps
+        .iter()
+        .map(|s| s.namespace.trim_start_matches('(').trim_end_matches(')'))
+        .collect();
     if findings.is_empty() {
         writeln!(
             out,
@@ -245,4 +249,36 @@ fn json_report(
         "findings": findings.len(),
         "interval_s": interval,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(names: &[&str]) -> String {
+        let snaps: Vec<Snapshot> = names
+            .iter()
+            .map(|n| Snapshot {
+                namespace: n.to_string(),
+                ..Snapshot::default()
+            })
+            .collect();
+        let mut out = Vec::new();
+        text_report(&mut out, &snaps, &[]).expect("writes to a vector");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn nothing_found_names_the_namespaces_once_in_parentheses() {
+        let one = report(&["(this namespace)"]);
+        assert!(
+            one.starts_with("No host pathology found in 1 namespace (this namespace).\n"),
+            "{one}"
+        );
+        let two = report(&["(this namespace)", "lab-a"]);
+        assert!(
+            two.starts_with("No host pathology found in 2 namespaces (this namespace, lab-a).\n"),
+            "{two}"
+        );
+    }
 }
