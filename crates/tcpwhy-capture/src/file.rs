@@ -2,7 +2,7 @@
 
 use crate::open::{self, DynRead, LastError, Opened};
 use crate::pcap::{self, PcapReader, Record, Stop};
-use crate::{CaptureError, ContainerStats, Packet, Warning};
+use crate::{CaptureError, ContainerStats, Packet, ReadOptions, Warning};
 use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
@@ -145,7 +145,12 @@ fn ng_timestamp(high: u32, low: u32, iface: &Interface) -> Option<i64> {
 impl FileReader {
     /// Open a file (`-` for standard input).
     pub fn open(path: &str) -> Result<FileReader, CaptureError> {
-        let opened = open::open(path).map_err(|e| CaptureError {
+        Self::open_with(path, ReadOptions::default())
+    }
+
+    /// Open a file (`-` for standard input) the way `options` say.
+    pub fn open_with(path: &str, options: ReadOptions) -> Result<FileReader, CaptureError> {
+        let opened = open::open(path, options.read_ahead).map_err(|e| CaptureError {
             file: path.to_string(),
             offset: 0,
             compressed: false,
@@ -159,7 +164,16 @@ impl FileReader {
         name: &str,
         reader: Box<dyn Read + Send>,
     ) -> Result<FileReader, CaptureError> {
-        Self::from_opened(name, open::from_reader(reader))
+        Self::from_reader_with(name, reader, ReadOptions::default())
+    }
+
+    /// [`FileReader::from_reader`] the way `options` say.
+    pub fn from_reader_with(
+        name: &str,
+        reader: Box<dyn Read + Send>,
+        options: ReadOptions,
+    ) -> Result<FileReader, CaptureError> {
+        Self::from_opened(name, open::from_reader(reader, options.read_ahead))
     }
 
     fn from_opened(name: &str, o: Opened) -> Result<FileReader, CaptureError> {

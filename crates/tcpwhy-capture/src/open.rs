@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Cursor, Read};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 /// gzip member header (RFC 1952 section 2.3.1).
@@ -70,6 +71,126 @@ fn read_prefix<R: Read>(r: &mut R, n: usize, last: &LastError) -> Vec<u8> {
     buf
 }
 
+/// Blocks of decompressed bytes a read-ahead thread fills, and how many it may have filled
+/// and not yet handed over: enough to ride out a pause of either side, 4 MiB in all.
+const AHEAD_BLOCK: usize = 1 << 20;
+const AHEAD_DEPTH: usize = 4;
+
+/// Decompression on a thread of its own, ahead of the parser: the reading thread then only
+/// copies the decompressed bytes out (a memcpy) instead of inflating them. Worth it only with
+/// a core to spare (`FileReader::open_with`): on a busy machine the copy is pure cost.
+///
+/// The thread ends when the stream ends or fails (after handing over the failure, in its
+/// place in the stream), or when this side is dropped (its next send fails). It is never
+/// joined: a stream that blocks (a pipe) must not block the drop.
+struct ReadAhead {
+    full: Receiver<io::Result<Vec<u8>>>,
+    empty: Sender<Vec<u8>>,
+    /// The block being copied out, and how far.
+    block: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+impl ReadAhead {
+    /// The stream comes back if no thread could be started.
+    fn spawn(inner: DynRead) -> Result<ReadAhead, DynRead> {
+        let (full_tx, full) = sync_channel::<io::Result<Vec<u8>>>(AHEAD_DEPTH);
+        let (empty, empty_rx) = channel::<Vec<u8>>();
+        // The stream goes over once the thread runs, so that a failed spawn leaves it here.
+        let (give, take) = channel::<DynRead>();
+        let spawned = std::thread::Builder::new()
+            .name("tcpwhy-inflate".into())
+            .spawn(move || {
+                let Ok(mut inner) = take.recv() else {
+                    return;
+                };
+                ahead(&mut inner, &full_tx, &empty_rx);
+            });
+        if spawned.is_err() {
+            return Err(inner);
+        }
+        if let Err(back) = give.send(inner) {
+            return Err(back.0);
+        }
+        Ok(ReadAhead {
+            full,
+            empty,
+            block: Vec::new(),
+            at: 0,
+            done: false,
+        })
+    }
+}
+
+/// The read-ahead thread's loop: fill a block, hand it over, until the end or a failure.
+fn ahead(
+    inner: &mut DynRead,
+    full_tx: &std::sync::mpsc::SyncSender<io::Result<Vec<u8>>>,
+    empty_rx: &Receiver<Vec<u8>>,
+) {
+    loop {
+        let mut buf = empty_rx.try_recv().unwrap_or_default();
+        buf.resize(AHEAD_BLOCK, 0);
+        let mut filled = 0;
+        let mut failed = None;
+        while filled < AHEAD_BLOCK {
+            match inner.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        buf.truncate(filled);
+        let end = filled < AHEAD_BLOCK;
+        if filled > 0 && full_tx.send(Ok(buf)).is_err() {
+            return;
+        }
+        if let Some(e) = failed {
+            let _ = full_tx.send(Err(e));
+            return;
+        }
+        if end {
+            return;
+        }
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.block.len() {
+            if self.done || buf.is_empty() {
+                return Ok(0);
+            }
+            match self.full.recv() {
+                Ok(Ok(next)) => {
+                    let old = std::mem::replace(&mut self.block, next);
+                    self.at = 0;
+                    // The thread may be gone (the stream ended): the buffer is then dropped.
+                    let _ = self.empty.send(old);
+                }
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Err(_) => {
+                    // Every block handed over; the stream ended.
+                    self.done = true;
+                    return Ok(0);
+                }
+            }
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 pub(crate) struct Opened {
     /// The first bytes of the (decompressed) stream.
     pub prefix: Vec<u8>,
@@ -79,7 +200,9 @@ pub(crate) struct Opened {
     pub last_error: LastError,
 }
 
-pub(crate) fn open(path: &str) -> io::Result<Opened> {
+/// Open `path` (`-`: standard input); with `read_ahead`, compressed input is decompressed on
+/// a thread of its own ([`ReadAhead`]).
+pub(crate) fn open(path: &str, read_ahead: bool) -> io::Result<Opened> {
     let raw: DynRead = if path == "-" {
         // A pipe holds 64 KiB by default: the producer (tcpdump -w -, zstd -dc) and tcpwhy then
         // take turns every 64 KiB. Ask for 1 MiB (Linux; the limit is fs.pipe-max-size); on
@@ -90,10 +213,10 @@ pub(crate) fn open(path: &str) -> io::Result<Opened> {
     } else {
         Box::new(File::open(path)?)
     };
-    Ok(from_reader(raw))
+    Ok(from_reader(raw, read_ahead))
 }
 
-pub(crate) fn from_reader(raw: DynRead) -> Opened {
+pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
     let last_error = LastError::default();
     let mut raw: DynRead = Box::new(Recording {
         inner: raw,
@@ -138,10 +261,130 @@ pub(crate) fn from_reader(raw: DynRead) -> Opened {
         last: last_error.clone(),
     });
     let prefix = read_prefix(&mut rest, PREFIX, &last_error);
+    // (If no thread can be started, the stream is read here, as without read-ahead.)
+    let rest: DynRead = match read_ahead && prefix.len() == PREFIX {
+        true => match ReadAhead::spawn(rest) {
+            Ok(ahead) => Box::new(ahead),
+            Err(rest) => rest,
+        },
+        false => rest,
+    };
     Opened {
         prefix,
         rest,
         compression: Some(compression),
         last_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// `len` bytes of a pattern, then `fail` (if any) instead of the end, then the end.
+    struct Source {
+        len: usize,
+        pos: usize,
+        fail: Option<io::ErrorKind>,
+        dropped: Arc<AtomicBool>,
+    }
+
+    impl Read for Source {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.len {
+                return match self.fail.take() {
+                    Some(kind) => Err(io::Error::new(kind, "the source failed")),
+                    None => Ok(0),
+                };
+            }
+            // Odd-sized reads, so that blocks fill over several of them.
+            let n = buf.len().min(self.len - self.pos).min(70_001);
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = ((self.pos + i) % 251) as u8;
+            }
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    impl Drop for Source {
+        fn drop(&mut self) {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn source(len: usize, fail: Option<io::ErrorKind>) -> (DynRead, Arc<AtomicBool>) {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let s = Source {
+            len,
+            pos: 0,
+            fail,
+            dropped: dropped.clone(),
+        };
+        (Box::new(s), dropped)
+    }
+
+    fn ahead(r: DynRead) -> ReadAhead {
+        match ReadAhead::spawn(r) {
+            Ok(a) => a,
+            Err(_) => panic!("no thread"),
+        }
+    }
+
+    /// Everything the reader gives in reads of `step` bytes, and how it ended.
+    fn drain(r: &mut ReadAhead, step: usize) -> (Vec<u8>, Option<io::ErrorKind>) {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; step];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => return (out, None),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => return (out, Some(e.kind())),
+            }
+        }
+    }
+
+    #[test]
+    fn hands_over_the_stream_unchanged_in_any_read_size() {
+        // 2.5 blocks, a block exactly, and less than one.
+        for len in [AHEAD_BLOCK * 5 / 2, AHEAD_BLOCK, 1000] {
+            for step in [1 << 20, 4096, 999_983] {
+                let (s, _) = source(len, None);
+                let (got, end) = drain(&mut ahead(s), step);
+                assert_eq!(end, None);
+                assert_eq!(got.len(), len);
+                assert!(got.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_comes_after_the_bytes_before_it_then_the_end() {
+        let len = AHEAD_BLOCK * 3 + 12_345;
+        let (s, _) = source(len, Some(io::ErrorKind::InvalidData));
+        let mut r = ahead(s);
+        let (got, end) = drain(&mut r, 65_536);
+        assert_eq!(got.len(), len);
+        assert_eq!(end, Some(io::ErrorKind::InvalidData));
+        let mut buf = [0u8; 16];
+        assert_eq!(r.read(&mut buf).ok(), Some(0));
+    }
+
+    #[test]
+    fn dropping_the_reader_ends_the_thread() {
+        // An endless source: the thread fills the channel and waits; dropping this side must
+        // end it (it drops the source as it returns).
+        let (s, dropped) = source(usize::MAX, None);
+        let mut r = ahead(s);
+        let mut buf = vec![0u8; 10_000];
+        assert_eq!(r.read(&mut buf).ok(), Some(10_000));
+        drop(r);
+        let start = Instant::now();
+        while !dropped.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(dropped.load(Ordering::SeqCst), "the thread still runs");
     }
 }

@@ -340,11 +340,11 @@ fn packets(r: FileReader) -> Vec<(i64, u32, Vec<u8>)> {
     out
 }
 
-#[test]
-fn records_across_read_blocks_and_short_reads() {
-    // 6 000 records of 1..2 999 bytes (about 9 MB: records straddle the reader's 1 MiB blocks
-    // at every alignment), one of 3 MiB (larger than a block), each filled with a pattern of
-    // its index; read in one go and through a stream that gives 7 bytes per read.
+/// 6 000 records of 1..2 999 bytes (about 9 MB: records straddle the reader's 1 MiB blocks
+/// at every alignment), one of 3 MiB (larger than a block), each filled with a pattern of
+/// its index: the file and its packets as `packets` gives them.
+#[allow(clippy::type_complexity)]
+fn straddling() -> (Vec<u8>, Vec<(i64, u32, Vec<u8>)>) {
     let mut datas: Vec<Vec<u8>> = (0..6000u32)
         .map(|i| {
             let len = (i * 7919 % 2999 + 1) as usize;
@@ -366,6 +366,13 @@ fn records_across_read_blocks_and_short_reads() {
             (ts, d.len() as u32 + 100, d.clone())
         })
         .collect();
+    (file, expect)
+}
+
+#[test]
+fn records_across_read_blocks_and_short_reads() {
+    // Read in one go and through a stream that gives 7 bytes per read.
+    let (file, expect) = straddling();
     assert_eq!(packets(reader("whole", file.clone()).unwrap()), expect);
     let dribble = Dribble {
         data: file,
@@ -463,4 +470,86 @@ fn pcapng_times_before_1970_or_after_2116_take_the_time_before_them() {
     let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
     assert_eq!(cap.next().unwrap().map(|p| p.ts_ns), Some(crate::MAX_TS_NS));
     assert_eq!(cap.stats().timestamps_out_of_range, 0);
+}
+
+fn ahead(name: &str, bytes: Vec<u8>, read_ahead: bool) -> Result<FileReader, CaptureError> {
+    FileReader::from_reader_with(
+        name,
+        Box::new(std::io::Cursor::new(bytes)),
+        ReadOptions { read_ahead },
+    )
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Every packet (ts, orig_len, data), the warnings and the error, as a capture reads them.
+type Outcome = (Vec<(i64, u32, Vec<u8>)>, Vec<String>, Option<String>);
+fn outcome(r: Result<FileReader, CaptureError>) -> Outcome {
+    let mut cap = match r.and_then(|r| Capture::from_readers(vec![r])) {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), Vec::new(), Some(e.to_string())),
+    };
+    let mut out = Vec::new();
+    let error = loop {
+        match cap.next() {
+            Ok(Some(p)) => out.push((p.ts_ns, p.orig_len, p.data.to_vec())),
+            Ok(None) => break None,
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    let warnings = cap.warnings().iter().map(|w| w.to_string()).collect();
+    (out, warnings, error)
+}
+
+#[test]
+fn read_ahead_reads_what_the_reading_thread_reads() {
+    // The decompressing thread hands the parser 1 MiB blocks: the records straddle them at
+    // every alignment, and one record is larger than a block.
+    let (file, expect) = straddling();
+    let zst = zstd::encode_all(&file[..], 3).unwrap();
+    let gz = gzip(&file);
+    for (what, z) in [("zstd", &zst), ("gzip", &gz)] {
+        let got = outcome(ahead(what, z.clone(), true));
+        assert!(
+            got.1.is_empty() && got.2.is_none(),
+            "{what}: {:?}",
+            (&got.1, &got.2)
+        );
+        assert!(got.0 == expect, "{what}: {} packets", got.0.len());
+    }
+    // pcapng (read by pcap-parser, not the reader of legacy pcap), 2 000 blocks of 1 KB.
+    let mut ng = shb();
+    ng.extend(idb(1, None));
+    for i in 0..2000u32 {
+        ng.extend(epb(0, u64::from(i) * 1000, &i.to_le_bytes().repeat(256)));
+    }
+    let plain = outcome(reader("ng", ng.clone()));
+    assert_eq!(plain.0.len(), 2000);
+    assert_eq!(outcome(ahead("ng", gzip(&ng), true)), plain);
+    // Cut in the middle, or a byte changed in the middle: the same packets, warnings and
+    // errors (at the same offsets) as when the reading thread decompresses.
+    let mut bad = Vec::new();
+    for z in [&zst, &gz] {
+        bad.push(z[..z.len() / 2].to_vec());
+        let mut flipped = z.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x5a;
+        flipped[mid + 1] ^= 0xa5;
+        bad.push(flipped);
+    }
+    for (i, b) in bad.into_iter().enumerate() {
+        let without = outcome(ahead("bad", b.clone(), false));
+        assert!(
+            !without.1.is_empty() || without.2.is_some(),
+            "case {i} should fail or warn"
+        );
+        assert!(without.0.len() < expect.len(), "case {i}");
+        let with = outcome(ahead("bad", b, true));
+        assert_eq!(with.0.len(), without.0.len(), "case {i}");
+        assert_eq!((&with.1, &with.2), (&without.1, &without.2), "case {i}");
+    }
 }

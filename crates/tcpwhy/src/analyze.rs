@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
-use tcpwhy_capture::Capture;
+use tcpwhy_capture::{Capture, ReadOptions};
 use tcpwhy_detect::Detectors;
 use tcpwhy_track::{Analyzer, Config, Frontend, Stats, TrackerStats};
 
@@ -42,7 +42,8 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
             _ => f.clone(),
         })
         .collect();
-    let mut capture = match Capture::open(&files) {
+    let threads = args.threads.unwrap_or_else(default_threads);
+    let mut capture = match Capture::open_with(&files, read_options(files.len(), threads)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
@@ -53,7 +54,6 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     let history_secs = cfg.history_ns / 1_000_000_000;
 
     let mut progress = Progress::new(&files, args.quiet);
-    let threads = args.threads.unwrap_or_else(default_threads);
     let run = if threads <= 1 {
         one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
     } else {
@@ -131,6 +131,19 @@ fn default_threads() -> usize {
     match std::thread::available_parallelism().map_or(1, |n| n.get()) {
         1 => 1,
         n => n + 1,
+    }
+}
+
+/// Compressed inputs are decompressed each on a thread of its own when there are cores to
+/// spare for them: beyond the reading thread and one worker (only the reading thread with
+/// `--threads 1`). On 2 cores that is `--threads 1` with one input; with the default threads
+/// both cores are already busy, and the copy out of each decompressed block would only add
+/// work (README, compressed input).
+fn read_options(inputs: usize, threads: usize) -> ReadOptions {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let busy = if threads <= 1 { 1 } else { 2 };
+    ReadOptions {
+        read_ahead: inputs <= cores.saturating_sub(busy),
     }
 }
 
