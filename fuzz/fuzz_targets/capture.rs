@@ -1,7 +1,7 @@
 //! Any bytes as a capture file (pcap, pcapng, gzip or zstd by content): read every packet.
 //! The reader must end with packets, a warning or an error, never a panic or a hang; and a
-//! compressed input read with decompression on a thread of its own (`read_ahead`) must give
-//! exactly what it gives without.
+//! large or compressed input read (and decompressed) on a thread of its own (`read_ahead`)
+//! must give what it gives without (up to the bytes a failing decompressor drops).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use tcpwhy_capture::{Capture, FileReader, ReadOptions};
@@ -46,11 +46,20 @@ fn read_all(data: &[u8], read_ahead: bool) -> Outcome {
 
 fuzz_target!(|data: &[u8]| {
     let plain = read_all(data, false);
+    // Read-ahead starts only past the first 64 KiB (decompressed).
     let compressed = data.starts_with(&[0x1f, 0x8b]) || data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
-    if compressed {
-        assert!(
-            read_all(data, true) == plain,
-            "read-ahead read something else"
-        );
+    if compressed || data.len() > 64 << 10 {
+        let ahead = read_all(data, true);
+        if plain.2.is_none() && ahead.2.is_none() {
+            assert!(ahead == plain, "read-ahead read something else");
+        } else {
+            // A decompressor that fails a read loses what it had put into it, and reads of
+            // other sizes lose other bytes: the same packets up to the shorter list.
+            let n = plain.0.len().min(ahead.0.len());
+            assert!(
+                plain.0[..n] == ahead.0[..n],
+                "read-ahead read other packets"
+            );
+        }
     }
 });

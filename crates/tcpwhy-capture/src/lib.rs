@@ -101,9 +101,10 @@ impl ContainerStats {
 /// How inputs are read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadOptions {
-    /// Decompress gzip and zstd input on a thread of its own, up to 4 MiB ahead of the parser
-    /// (one thread per input). The reading thread then copies the decompressed bytes instead
-    /// of inflating them: worth it only with a core to spare. No effect on uncompressed input.
+    /// Read (and decompress) each input on a thread of its own, up to 4 MiB ahead of the
+    /// parser. The reading thread then copies bytes out of memory instead of reading the file
+    /// (the kernel's copy) or inflating it: worth it only with a core to spare. Inputs whose
+    /// first 64 KiB hold all of them are read at once, without a thread.
     pub read_ahead: bool,
 }
 

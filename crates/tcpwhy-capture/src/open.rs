@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, Cursor, Read};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
 /// gzip member header (RFC 1952 section 2.3.1).
@@ -71,31 +71,42 @@ fn read_prefix<R: Read>(r: &mut R, n: usize, last: &LastError) -> Vec<u8> {
     buf
 }
 
-/// Blocks of decompressed bytes a read-ahead thread fills, and how many it may have filled
-/// and not yet handed over: enough to ride out a pause of either side, 4 MiB in all.
-const AHEAD_BLOCK: usize = 1 << 20;
-const AHEAD_DEPTH: usize = 4;
+/// What a read-ahead thread may have read and not yet handed over: enough to ride out a pause
+/// of either side.
+const AHEAD_BYTES: usize = 4 << 20;
+/// The most it asks of its stream at once (one block): a file 1 MiB, as the reading thread
+/// does; a decompressor 256 KiB, because one that meets corrupt data fails the whole read and
+/// the bytes it had already put into that read are lost (up to a block). (256 KiB blocks from
+/// a file: 5% slower, more blocks to hand over.)
+const FILE_BLOCK: usize = 1 << 20;
+const INFLATE_BLOCK: usize = 256 << 10;
 
-/// Decompression on a thread of its own, ahead of the parser: the reading thread then only
-/// copies the decompressed bytes out (a memcpy) instead of inflating them. Worth it only with
-/// a core to spare (`FileReader::open_with`): on a busy machine the copy is pure cost.
+/// Reading (and decompressing) on a thread of its own, ahead of the parser: the reading
+/// thread then only copies bytes out of memory (a memcpy) instead of the kernel's copy of the
+/// file or inflating the stream. Worth it only with a core to spare (`ReadOptions`): on a busy
+/// machine the copy is pure cost.
 ///
 /// The thread ends when the stream ends or fails (after handing over the failure, in its
 /// place in the stream), or when this side is dropped (its next send fails). It is never
 /// joined: a stream that blocks (a pipe) must not block the drop.
 struct ReadAhead {
-    full: Receiver<io::Result<Vec<u8>>>,
+    full: Receiver<Filled>,
     empty: Sender<Vec<u8>>,
-    /// The block being copied out, and how far.
+    /// The block being copied out: its first `len` bytes are the stream's, `at` of them out.
     block: Vec<u8>,
+    len: usize,
     at: usize,
     done: bool,
 }
 
+/// A block and how many of its bytes the stream filled, or the stream's failure.
+type Filled = io::Result<(Vec<u8>, usize)>;
+
 impl ReadAhead {
-    /// The stream comes back if no thread could be started.
-    fn spawn(inner: DynRead) -> Result<ReadAhead, DynRead> {
-        let (full_tx, full) = sync_channel::<io::Result<Vec<u8>>>(AHEAD_DEPTH);
+    /// Read `inner` in blocks of `block` bytes. The stream comes back if no thread could be
+    /// started.
+    fn spawn(inner: DynRead, block: usize) -> Result<ReadAhead, DynRead> {
+        let (full_tx, full) = sync_channel::<Filled>(AHEAD_BYTES / block);
         let (empty, empty_rx) = channel::<Vec<u8>>();
         // The stream goes over once the thread runs, so that a failed spawn leaves it here.
         let (give, take) = channel::<DynRead>();
@@ -105,7 +116,7 @@ impl ReadAhead {
                 let Ok(mut inner) = take.recv() else {
                     return;
                 };
-                ahead(&mut inner, &full_tx, &empty_rx);
+                ahead(&mut inner, block, &full_tx, &empty_rx);
             });
         if spawned.is_err() {
             return Err(inner);
@@ -117,58 +128,59 @@ impl ReadAhead {
             full,
             empty,
             block: Vec::new(),
+            len: 0,
             at: 0,
             done: false,
         })
     }
 }
 
-/// The read-ahead thread's loop: fill a block, hand it over, until the end or a failure.
+/// The read-ahead thread's loop: a read into a block, handed over with its length, until the
+/// end or a failure. One read per block, not as many as fill it: a pipe's bytes go on as they
+/// come (`tcpdump -w - | tcpwhy analyze -` reports as it goes), and a file's read fills the
+/// block anyway.
 fn ahead(
     inner: &mut DynRead,
-    full_tx: &std::sync::mpsc::SyncSender<io::Result<Vec<u8>>>,
+    block: usize,
+    full_tx: &SyncSender<Filled>,
     empty_rx: &Receiver<Vec<u8>>,
 ) {
     loop {
         let mut buf = empty_rx.try_recv().unwrap_or_default();
-        buf.resize(AHEAD_BLOCK, 0);
-        let mut filled = 0;
-        let mut failed = None;
-        while filled < AHEAD_BLOCK {
-            match inner.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
+        if buf.len() < block {
+            buf.resize(block, 0);
+        }
+        let got = loop {
+            match inner.read(&mut buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
+                got => break got,
+            }
+        };
+        match got {
+            Ok(0) => return,
+            Ok(n) => {
+                if full_tx.send(Ok((buf, n))).is_err() {
+                    return;
                 }
             }
-        }
-        buf.truncate(filled);
-        let end = filled < AHEAD_BLOCK;
-        if filled > 0 && full_tx.send(Ok(buf)).is_err() {
-            return;
-        }
-        if let Some(e) = failed {
-            let _ = full_tx.send(Err(e));
-            return;
-        }
-        if end {
-            return;
+            Err(e) => {
+                let _ = full_tx.send(Err(e));
+                return;
+            }
         }
     }
 }
 
 impl Read for ReadAhead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.at == self.block.len() {
+        while self.at == self.len {
             if self.done || buf.is_empty() {
                 return Ok(0);
             }
             match self.full.recv() {
-                Ok(Ok(next)) => {
+                Ok(Ok((next, len))) => {
                     let old = std::mem::replace(&mut self.block, next);
+                    self.len = len;
                     self.at = 0;
                     // The thread may be gone (the stream ended): the buffer is then dropped.
                     let _ = self.empty.send(old);
@@ -184,7 +196,7 @@ impl Read for ReadAhead {
                 }
             }
         }
-        let n = buf.len().min(self.block.len() - self.at);
+        let n = buf.len().min(self.len - self.at);
         buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
         self.at += n;
         Ok(n)
@@ -200,8 +212,8 @@ pub(crate) struct Opened {
     pub last_error: LastError,
 }
 
-/// Open `path` (`-`: standard input); with `read_ahead`, compressed input is decompressed on
-/// a thread of its own ([`ReadAhead`]).
+/// Open `path` (`-`: standard input); with `read_ahead`, the input is read (and decompressed)
+/// on a thread of its own ([`ReadAhead`]).
 pub(crate) fn open(path: &str, read_ahead: bool) -> io::Result<Opened> {
     let raw: DynRead = if path == "-" {
         // A pipe holds 64 KiB by default: the producer (tcpdump -w -, zstd -dc) and tcpwhy then
@@ -244,9 +256,16 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
             }
         }
     } else {
+        let rest: DynRead = match read_ahead && head.len() == PREFIX {
+            true => match ReadAhead::spawn(raw, FILE_BLOCK) {
+                Ok(ahead) => Box::new(ahead),
+                Err(raw) => raw,
+            },
+            false => raw,
+        };
         return Opened {
             prefix: head,
-            rest: raw,
+            rest,
             compression: None,
             last_error,
         };
@@ -263,7 +282,7 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
     let prefix = read_prefix(&mut rest, PREFIX, &last_error);
     // (If no thread can be started, the stream is read here, as without read-ahead.)
     let rest: DynRead = match read_ahead && prefix.len() == PREFIX {
-        true => match ReadAhead::spawn(rest) {
+        true => match ReadAhead::spawn(rest, INFLATE_BLOCK) {
             Ok(ahead) => Box::new(ahead),
             Err(rest) => rest,
         },
@@ -327,7 +346,7 @@ mod tests {
     }
 
     fn ahead(r: DynRead) -> ReadAhead {
-        match ReadAhead::spawn(r) {
+        match ReadAhead::spawn(r, FILE_BLOCK) {
             Ok(a) => a,
             Err(_) => panic!("no thread"),
         }
@@ -349,7 +368,7 @@ mod tests {
     #[test]
     fn hands_over_the_stream_unchanged_in_any_read_size() {
         // 2.5 blocks, a block exactly, and less than one.
-        for len in [AHEAD_BLOCK * 5 / 2, AHEAD_BLOCK, 1000] {
+        for len in [FILE_BLOCK * 5 / 2, FILE_BLOCK, 1000] {
             for step in [1 << 20, 4096, 999_983] {
                 let (s, _) = source(len, None);
                 let (got, end) = drain(&mut ahead(s), step);
@@ -362,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_failure_comes_after_the_bytes_before_it_then_the_end() {
-        let len = AHEAD_BLOCK * 3 + 12_345;
+        let len = FILE_BLOCK * 3 + 12_345;
         let (s, _) = source(len, Some(io::ErrorKind::InvalidData));
         let mut r = ahead(s);
         let (got, end) = drain(&mut r, 65_536);

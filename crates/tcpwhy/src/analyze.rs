@@ -134,11 +134,11 @@ fn default_threads() -> usize {
     }
 }
 
-/// Compressed inputs are decompressed each on a thread of its own when there are cores to
+/// Inputs are read (and decompressed) each on a thread of its own when there are cores to
 /// spare for them: beyond the reading thread and one worker (only the reading thread with
 /// `--threads 1`). On 2 cores that is `--threads 1` with one input; with the default threads
-/// both cores are already busy, and the copy out of each decompressed block would only add
-/// work (README, compressed input).
+/// both cores are already busy, and the copy out of each block would only add work (README,
+/// compressed input).
 fn read_options(inputs: usize, threads: usize) -> ReadOptions {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let busy = if threads <= 1 { 1 } else { 2 };
