@@ -1,6 +1,6 @@
 //! One capture file, read block by block with pcap-parser's streaming reader.
 
-use crate::open::{self, DynRead, LastError, Opened};
+use crate::open::{self, DynRead, LastError, Opened, Rest};
 use crate::pcap::{self, PcapReader, Record, Stop};
 use crate::{CaptureError, ContainerStats, Packet, ReadOptions, Warning};
 use pcap_parser::pcapng::Block;
@@ -181,14 +181,17 @@ impl FileReader {
         let first: Vec<u8> = o.prefix.iter().take(4).copied().collect();
         let prefix_len = o.prefix.len();
         let legacy = pcap::Header::parse(&o.prefix);
-        let stream: DynRead = Box::new(Cursor::new(o.prefix).chain(o.rest));
         if let Some(header) = legacy {
-            let mut r = FileReader::with(
-                name,
-                Inner::Pcap(PcapReader::new(stream, header, MAX_CAPACITY)),
-                compressed,
-                o.last_error,
-            );
+            let reader = match o.rest {
+                Rest::Ahead(ahead) => {
+                    PcapReader::with_blocks(o.prefix, ahead, header, MAX_CAPACITY)
+                }
+                Rest::Stream(rest) => {
+                    let stream: DynRead = Box::new(Cursor::new(o.prefix).chain(rest));
+                    PcapReader::new(stream, header, MAX_CAPACITY)
+                }
+            };
+            let mut r = FileReader::with(name, Inner::Pcap(reader), compressed, o.last_error);
             r.format = Format::Pcap {
                 link: header.link,
                 nanos: header.nanos,
@@ -212,6 +215,7 @@ impl FileReader {
             compressed,
             message,
         };
+        let stream: DynRead = Box::new(Cursor::new(o.prefix).chain(o.rest.into_read()));
         let reader = match create_reader(INITIAL_CAPACITY, stream) {
             Ok(r) => r,
             Err(e) => {

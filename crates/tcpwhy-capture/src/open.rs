@@ -89,17 +89,23 @@ const INFLATE_BLOCK: usize = 256 << 10;
 /// The thread ends when the stream ends or fails (after handing over the failure, in its
 /// place in the stream), or when this side is dropped (its next send fails). It is never
 /// joined: a stream that blocks (a pipe) must not block the drop.
-struct ReadAhead {
+pub(crate) struct ReadAhead {
     full: Receiver<Filled>,
     empty: Sender<Vec<u8>>,
-    /// The block being copied out: its first `len` bytes are the stream's, `at` of them out.
+    /// The block being copied out (`Read`): the stream's bytes are `block[at..end]`.
     block: Vec<u8>,
-    len: usize,
     at: usize,
+    end: usize,
     done: bool,
 }
 
-/// A block and how many of its bytes the stream filled, or the stream's failure.
+/// Room left free at the front of every block, before the stream's bytes: the legacy pcap
+/// reader takes each block as its buffer and puts the start of a record cut by the block's
+/// edge (a few bytes, or one frame) there, instead of copying the block (`next_block`).
+pub(crate) const AHEAD_HEAD: usize = 64 << 10;
+
+/// A block and how many of its bytes (after `AHEAD_HEAD`) the stream filled, or the stream's
+/// failure.
 type Filled = io::Result<(Vec<u8>, usize)>;
 
 impl ReadAhead {
@@ -128,8 +134,8 @@ impl ReadAhead {
             full,
             empty,
             block: Vec::new(),
-            len: 0,
             at: 0,
+            end: 0,
             done: false,
         })
     }
@@ -147,11 +153,11 @@ fn ahead(
 ) {
     loop {
         let mut buf = empty_rx.try_recv().unwrap_or_default();
-        if buf.len() < block {
-            buf.resize(block, 0);
+        if buf.len() < AHEAD_HEAD + block {
+            buf.resize(AHEAD_HEAD + block, 0);
         }
         let got = loop {
-            match inner.read(&mut buf) {
+            match inner.read(&mut buf[AHEAD_HEAD..AHEAD_HEAD + block]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 got => break got,
             }
@@ -171,35 +177,78 @@ fn ahead(
     }
 }
 
-impl Read for ReadAhead {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.at == self.len {
-            if self.done || buf.is_empty() {
-                return Ok(0);
+impl ReadAhead {
+    /// The next block and how many bytes of the stream it holds (from `AHEAD_HEAD` on); `None`
+    /// at the end. After a failure, the end.
+    pub(crate) fn next_block(&mut self) -> io::Result<Option<(Vec<u8>, usize)>> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.full.recv() {
+            Ok(Ok(b)) => Ok(Some(b)),
+            Ok(Err(e)) => {
+                self.done = true;
+                Err(e)
             }
-            match self.full.recv() {
-                Ok(Ok((next, len))) => {
-                    let old = std::mem::replace(&mut self.block, next);
-                    self.len = len;
-                    self.at = 0;
-                    // The thread may be gone (the stream ended): the buffer is then dropped.
-                    let _ = self.empty.send(old);
-                }
-                Ok(Err(e)) => {
-                    self.done = true;
-                    return Err(e);
-                }
-                Err(_) => {
-                    // Every block handed over; the stream ended.
-                    self.done = true;
-                    return Ok(0);
-                }
+            Err(_) => {
+                // Every block handed over; the stream ended.
+                self.done = true;
+                Ok(None)
             }
         }
-        let n = buf.len().min(self.len - self.at);
+    }
+
+    /// A block done with, to be filled again (dropped if the thread has ended).
+    pub(crate) fn give_back(&mut self, block: Vec<u8>) {
+        let _ = self.empty.send(block);
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.end {
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            let Some((next, len)) = self.next_block()? else {
+                return Ok(0);
+            };
+            let old = std::mem::replace(&mut self.block, next);
+            self.give_back(old);
+            self.at = AHEAD_HEAD;
+            self.end = AHEAD_HEAD + len;
+        }
+        let n = buf.len().min(self.end - self.at);
         buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
         self.at += n;
         Ok(n)
+    }
+}
+
+/// What follows the prefix: a stream, or blocks a read-ahead thread fills.
+pub(crate) enum Rest {
+    Stream(DynRead),
+    Ahead(ReadAhead),
+}
+
+impl Rest {
+    pub(crate) fn into_read(self) -> DynRead {
+        match self {
+            Rest::Stream(r) => r,
+            Rest::Ahead(a) => Box::new(a),
+        }
+    }
+
+    /// Read-ahead over `r` in blocks of `block` bytes if `on`, else `r` itself.
+    fn ahead_if(on: bool, r: DynRead, block: usize) -> Rest {
+        if !on {
+            return Rest::Stream(r);
+        }
+        match ReadAhead::spawn(r, block) {
+            Ok(a) => Rest::Ahead(a),
+            // (If no thread can be started, the stream is read here, as without read-ahead.)
+            Err(r) => Rest::Stream(r),
+        }
     }
 }
 
@@ -207,7 +256,7 @@ pub(crate) struct Opened {
     /// The first bytes of the (decompressed) stream.
     pub prefix: Vec<u8>,
     /// The rest of the (decompressed) stream, after `prefix`.
-    pub rest: DynRead,
+    pub rest: Rest,
     pub compression: Option<&'static str>,
     pub last_error: LastError,
 }
@@ -249,20 +298,14 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
                 }
                 return Opened {
                     prefix: Vec::new(),
-                    rest: Box::new(io::empty()),
+                    rest: Rest::Stream(Box::new(io::empty())),
                     compression: Some("zstd"),
                     last_error,
                 };
             }
         }
     } else {
-        let rest: DynRead = match read_ahead && head.len() == PREFIX {
-            true => match ReadAhead::spawn(raw, FILE_BLOCK) {
-                Ok(ahead) => Box::new(ahead),
-                Err(raw) => raw,
-            },
-            false => raw,
-        };
+        let rest = Rest::ahead_if(read_ahead && head.len() == PREFIX, raw, FILE_BLOCK);
         return Opened {
             prefix: head,
             rest,
@@ -280,14 +323,7 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
         last: last_error.clone(),
     });
     let prefix = read_prefix(&mut rest, PREFIX, &last_error);
-    // (If no thread can be started, the stream is read here, as without read-ahead.)
-    let rest: DynRead = match read_ahead && prefix.len() == PREFIX {
-        true => match ReadAhead::spawn(rest, INFLATE_BLOCK) {
-            Ok(ahead) => Box::new(ahead),
-            Err(rest) => rest,
-        },
-        false => rest,
-    };
+    let rest = Rest::ahead_if(read_ahead && prefix.len() == PREFIX, rest, INFLATE_BLOCK);
     Opened {
         prefix,
         rest,

@@ -5,7 +5,7 @@
 //!
 //! File format: draft-ietf-opsawg-pcap section 4 (file header) and section 5 (record header).
 
-use crate::open::DynRead;
+use crate::open::{DynRead, ReadAhead, AHEAD_HEAD};
 use std::io::{self, Read};
 use tcpwhy_wire::LinkType;
 
@@ -91,8 +91,15 @@ pub(crate) enum Stop {
     Io(io::Error),
 }
 
+/// Where the bytes come from: a stream read into the reader's buffer, or blocks a read-ahead
+/// thread filled, each taken as the buffer in turn.
+enum Src {
+    Stream(DynRead),
+    Blocks(ReadAhead),
+}
+
 pub(crate) struct PcapReader {
-    src: DynRead,
+    src: Src,
     header: Header,
     buf: Vec<u8>,
     /// Unparsed bytes are `buf[start..end]`; `buf[start]` is at `offset` in the stream.
@@ -109,7 +116,7 @@ impl PcapReader {
     /// `src` must deliver the stream from its first byte (the file header included).
     pub(crate) fn new(src: DynRead, header: Header, max_record: usize) -> PcapReader {
         PcapReader {
-            src,
+            src: Src::Stream(src),
             header,
             buf: Vec::new(),
             start: 0,
@@ -118,6 +125,28 @@ impl PcapReader {
             eof: false,
             max_record,
             block: FIRST_BLOCK,
+        }
+    }
+
+    /// The stream as `prefix` (its first bytes, the file header included), then the blocks of
+    /// `ahead`.
+    pub(crate) fn with_blocks(
+        prefix: Vec<u8>,
+        ahead: ReadAhead,
+        header: Header,
+        max_record: usize,
+    ) -> PcapReader {
+        let end = prefix.len();
+        PcapReader {
+            src: Src::Blocks(ahead),
+            header,
+            buf: prefix,
+            start: 0,
+            end,
+            offset: 0,
+            eof: false,
+            max_record,
+            block: BLOCK,
         }
     }
 
@@ -140,6 +169,9 @@ impl PcapReader {
         if self.end - self.start >= need {
             return Ok(true);
         }
+        if let Src::Blocks(_) = self.src {
+            return self.fill_blocks(need);
+        }
         if self.start > 0 {
             // Only the start of one record moves: a few bytes, or one record's data.
             self.buf.copy_within(self.start..self.end, 0);
@@ -152,11 +184,48 @@ impl PcapReader {
         }
         self.block = BLOCK;
         while self.end < need && !self.eof {
-            match self.src.read(&mut self.buf[self.end..]) {
+            let Src::Stream(src) = &mut self.src else {
+                break;
+            };
+            match src.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+        Ok(self.end - self.start >= need)
+    }
+
+    /// `fill` from a read-ahead thread's blocks: the next block becomes the buffer, with the
+    /// unparsed bytes (the start of a record the block's edge cut) copied into its headroom
+    /// just before its own; a record longer than the headroom is gathered in the buffer
+    /// instead, block after block. No copy of the stream but those cut records.
+    fn fill_blocks(&mut self, need: usize) -> io::Result<bool> {
+        while self.end - self.start < need && !self.eof {
+            let Src::Blocks(ahead) = &mut self.src else {
+                break;
+            };
+            let Some((mut block, len)) = ahead.next_block()? else {
+                self.eof = true;
+                break;
+            };
+            let tail = self.end - self.start;
+            if tail <= AHEAD_HEAD {
+                let at = AHEAD_HEAD - tail;
+                block[at..AHEAD_HEAD].copy_from_slice(&self.buf[self.start..self.end]);
+                let old = std::mem::replace(&mut self.buf, block);
+                ahead.give_back(old);
+                self.start = at;
+                self.end = AHEAD_HEAD + len;
+            } else {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.buf.truncate(tail);
+                self.buf
+                    .extend_from_slice(&block[AHEAD_HEAD..AHEAD_HEAD + len]);
+                self.start = 0;
+                self.end = self.buf.len();
+                ahead.give_back(block);
             }
         }
         Ok(self.end - self.start >= need)

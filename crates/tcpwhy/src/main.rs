@@ -96,7 +96,8 @@ pub struct AnalyzeArgs {
     pub details: bool,
     /// Threads: one reads and decodes the capture, the others follow the connections, each a
     /// share of them (by 4-tuple); the report is the same for any number. Default: a worker
-    /// per CPU plus the reading thread; 1 does everything on one thread.
+    /// per CPU plus the reading thread; 1 does everything on one thread (where a core is spare,
+    /// the file is read, and decompressed, ahead of it on another).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// How many of the slowest connections the text report lists.
