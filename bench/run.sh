@@ -45,6 +45,7 @@ need=()
 command -v tshark >/dev/null || need+=(tshark)
 command -v tcptrace >/dev/null || need+=(tcptrace)
 command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v zstd >/dev/null || need+=(zstd)
 command -v ethtool >/dev/null || need+=(ethtool)
 command -v cc >/dev/null || need+=(gcc)
 if ((${#need[@]})); then
@@ -120,6 +121,43 @@ for t in "${ORDER[@]}"; do
     if (w <= 0) w = 0.01;
     ratio = (t == "tcpwhy") ? "-" : (t == "floor" ? sprintf("%.1fx the floor", tw / w) : sprintf("%.1fx faster", w / tw));
     printf "%-14s %8.2fs %12.0f %9.0f %8.0f MB %14s\n", t, w, p / w, mb / w, m / 1024, ratio }'
+  echo "$t $w" >>"$OUT/tools.txt"
+done
+
+# Compressed and standard input: the same capture as zstd (-3) and gzip (-1), built once,
+# each decompressor alone beside tcpwhy on its output, and tcpwhy reading a pipe.
+echo
+echo "compressed and standard input (the same capture; median of $ROUNDS rounds):"
+for z in zst gz; do
+  if [ ! -s "$REAL.$z" ]; then
+    case "$z" in
+      zst) zstd -q -3 -T0 -c "$REAL" >"$REAL.$z.tmp" ;;
+      gz) gzip -1 -c "$REAL" >"$REAL.$z.tmp" ;;
+    esac
+    mv "$REAL.$z.tmp" "$REAL.$z"
+  fi
+done
+ZST=$(stage "$REAL.zst"); GZ=$(stage "$REAL.gz")
+for f in "$ZST" "$GZ"; do case "$f" in /dev/shm/*) STAGED+=("$f") ;; esac; done
+declare -A ZCMD
+ZCMD[zstd-dc]="zstd -dc $ZST"
+ZCMD[tcpwhy-zst]="$TCPWHY analyze --quiet -o /dev/null $ZST"
+ZCMD[tcpwhy-zst-1thread]="$TCPWHY analyze --threads 1 --quiet -o /dev/null $ZST"
+ZCMD[gzip-dc]="gzip -dc $GZ"
+ZCMD[tcpwhy-gz]="$TCPWHY analyze --quiet -o /dev/null $GZ"
+ZCMD[cat-pipe]="sh -c 'cat $FILE | $TCPWHY analyze --quiet -o /dev/null -'"
+ZCMD[zstd-pipe]="sh -c 'zstd -dc $ZST | $TCPWHY analyze --quiet -o /dev/null -'"
+ZORDER=(zstd-dc tcpwhy-zst tcpwhy-zst-1thread gzip-dc tcpwhy-gz cat-pipe zstd-pipe)
+declare -A ZWALL
+for r in $(seq 1 "$ROUNDS"); do
+  for t in "${ZORDER[@]}"; do
+    read -r w m < <(eval measure "$t" "${ZCMD[$t]}")
+    ZWALL[$t]+="$w "
+  done
+done
+for t in "${ZORDER[@]}"; do
+  w=$(echo ${ZWALL[$t]} | tr ' ' '\n' | median)
+  printf "  %-20s %8.2fs   %s\n" "$t" "$w" "${ZCMD[$t]//$OUT\//}"
   echo "$t $w" >>"$OUT/tools.txt"
 done
 fi
@@ -201,6 +239,16 @@ awk -v tools="$OUT/tools.txt" -v rows="$OUT/rows.txt" '
       printf "  %-44s %12s  %s\n", ">= 20x tcptrace", sprintf("%.1fx", wall["tcptrace"] / t), verdict(wall["tcptrace"] / t >= 20)
     if (t > 0 && wall["tshark-expert"] > 0)
       printf "  %-44s %12s  %s\n", ">= 100x tshark (full TCP analysis)", sprintf("%.1fx", wall["tshark-expert"] / t), verdict(wall["tshark-expert"] / t >= 100)
+    # Compressed input keeps pace: no slower than 1.5x the slower of the decompressor alone
+    # and tcpwhy on the uncompressed file (both must happen; on two cores they share them).
+    if (t > 0 && wall["tcpwhy-zst"] > 0 && wall["zstd-dc"] > 0) {
+      pace = wall["tcpwhy-zst"] / (wall["zstd-dc"] > t ? wall["zstd-dc"] : t)
+      printf "  %-44s %12s  %s\n", "zstd input keeps pace (<= 1.5x, see script)", sprintf("%.2fx", pace), verdict(pace <= 1.5)
+    }
+    if (t > 0 && wall["tcpwhy-gz"] > 0 && wall["gzip-dc"] > 0) {
+      pace = wall["tcpwhy-gz"] / (wall["gzip-dc"] > t ? wall["gzip-dc"] : t)
+      printf "  %-44s %12s  %s\n", "gzip input keeps pace (<= 1.5x, see script)", sprintf("%.2fx", pace), verdict(pace <= 1.5)
+    }
     if (o1 > o0) {
       b = (om[o1] - om[o0]) * 1024 / (o1 - o0)
       printf "  %-44s %12s  %s\n", "about 1 KB per open connection (<= 1.1 KB)", sprintf("%.0f B", b), verdict(b <= 1126)
