@@ -102,9 +102,10 @@ impl ContainerStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Read (and decompress) each input on a thread of its own, up to 4 MiB ahead of the
-    /// parser. The reading thread then copies bytes out of memory instead of reading the file
-    /// (the kernel's copy) or inflating it: worth it only with a core to spare. Inputs whose
-    /// first 64 KiB hold all of them are read at once, without a thread.
+    /// parser, which then parses the blocks as they come (pcap) or copies them out (pcapng)
+    /// instead of waiting for the kernel's copy of the file or inflating it: worth it only
+    /// with a core to spare. Inputs whose first 64 KiB hold all of them are read at once,
+    /// without a thread.
     pub read_ahead: bool,
 }
 

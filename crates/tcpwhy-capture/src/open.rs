@@ -82,9 +82,10 @@ const FILE_BLOCK: usize = 1 << 20;
 const INFLATE_BLOCK: usize = 256 << 10;
 
 /// Reading (and decompressing) on a thread of its own, ahead of the parser: the reading
-/// thread then only copies bytes out of memory (a memcpy) instead of the kernel's copy of the
-/// file or inflating the stream. Worth it only with a core to spare (`ReadOptions`): on a busy
-/// machine the copy is pure cost.
+/// thread then takes the blocks as they are (legacy pcap, `next_block`) or copies bytes out
+/// of them (`Read`, for pcapng) instead of waiting for the kernel's copy of the file or
+/// inflating the stream. Worth it only with a core to spare (`ReadOptions`): on a busy
+/// machine the thread only adds switching.
 ///
 /// The thread ends when the stream ends or fails (after handing over the failure, in its
 /// place in the stream), or when this side is dropped (its next send fails). It is never
@@ -117,7 +118,7 @@ impl ReadAhead {
         // The stream goes over once the thread runs, so that a failed spawn leaves it here.
         let (give, take) = channel::<DynRead>();
         let spawned = std::thread::Builder::new()
-            .name("tcpwhy-inflate".into())
+            .name("tcpwhy-read".into())
             .spawn(move || {
                 let Ok(mut inner) = take.recv() else {
                     return;
@@ -138,6 +139,31 @@ impl ReadAhead {
             end: 0,
             done: false,
         })
+    }
+
+    /// The next block and how many bytes of the stream it holds (from `AHEAD_HEAD` on); `None`
+    /// at the end. After a failure, the end.
+    pub(crate) fn next_block(&mut self) -> io::Result<Option<(Vec<u8>, usize)>> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.full.recv() {
+            Ok(Ok(b)) => Ok(Some(b)),
+            Ok(Err(e)) => {
+                self.done = true;
+                Err(e)
+            }
+            Err(_) => {
+                // Every block handed over; the stream ended.
+                self.done = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A block done with, to be filled again (dropped if the thread has ended).
+    pub(crate) fn give_back(&mut self, block: Vec<u8>) {
+        let _ = self.empty.send(block);
     }
 }
 
@@ -174,33 +200,6 @@ fn ahead(
                 return;
             }
         }
-    }
-}
-
-impl ReadAhead {
-    /// The next block and how many bytes of the stream it holds (from `AHEAD_HEAD` on); `None`
-    /// at the end. After a failure, the end.
-    pub(crate) fn next_block(&mut self) -> io::Result<Option<(Vec<u8>, usize)>> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.full.recv() {
-            Ok(Ok(b)) => Ok(Some(b)),
-            Ok(Err(e)) => {
-                self.done = true;
-                Err(e)
-            }
-            Err(_) => {
-                // Every block handed over; the stream ended.
-                self.done = true;
-                Ok(None)
-            }
-        }
-    }
-
-    /// A block done with, to be filled again (dropped if the thread has ended).
-    pub(crate) fn give_back(&mut self, block: Vec<u8>) {
-        let _ = self.empty.send(block);
     }
 }
 
