@@ -102,8 +102,10 @@ pub(crate) struct ReadAhead {
 
 /// Room left free at the front of every block, before the stream's bytes: the legacy pcap
 /// reader takes each block as its buffer and puts the start of a record cut by the block's
-/// edge (a few bytes, or one frame) there, instead of copying the block (`next_block`).
-pub(crate) const AHEAD_HEAD: usize = 64 << 10;
+/// edge there, instead of copying the block (`next_block`). Room for the largest record a
+/// capture tool writes (a 256 KiB snapshot length and a 24-byte record header): only a
+/// record that claims more is gathered by copying.
+pub(crate) const AHEAD_HEAD: usize = (256 << 10) + 64;
 
 /// A block and how many of its bytes (after `AHEAD_HEAD`) the stream filled, or the stream's
 /// failure.
