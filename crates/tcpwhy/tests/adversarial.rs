@@ -3,15 +3,16 @@
 //! run backwards. tcpwhy must stay bounded, say what it did, and never panic.
 
 mod common;
-use common::tcpwhy;
+use common::{tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tcpwhy-adv-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// A path named `name` in a directory of its own, removed when the guard (first) is dropped.
+fn tmp(name: &str) -> (TempDir, PathBuf) {
+    let d = TempDir::new("adv");
+    let p = d.join(name);
+    (d, p)
 }
 
 /// A classic pcap (microseconds, Ethernet) writer for the tests.
@@ -74,7 +75,7 @@ fn json(args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
 
 #[test]
 fn syn_flood_of_random_tuples_stays_under_the_cap() {
-    let path = tmp("flood.pcap");
+    let (_dir, path) = tmp("flood.pcap");
     let mut p = Pcap::create(&path);
     // A deterministic "random" walk over 2^32 source addresses: 200 000 distinct 4-tuples
     // (1 M takes minutes in a debug build; bench/ has the large runs), one SYN each, 1 us apart.
@@ -144,7 +145,7 @@ fn records_that_lie_about_their_length() {
     // A record claiming a gigabyte after one good packet, with 20 MB more after it: one line
     // naming the file and the byte offset of the bad record (24-byte file header + 16 + 54 for
     // the first record = 94), exit 2, the packet before it still counted.
-    let path = tmp("gigabyte.pcap");
+    let (_dir, path) = tmp("gigabyte.pcap");
     let mut p = Pcap::create(&path);
     p.syn(1_000_000, [10, 0, 0, 1], 40000);
     p.raw(1_000_001, 0x4000_0000, 0x4000_0000, &vec![0u8; 20 << 20]);
@@ -160,7 +161,7 @@ fn records_that_lie_about_their_length() {
     assert_eq!(summary["packets"], 1);
     // The same lie as the file's last bytes reads as a file cut short: the results so far, a
     // warning naming the same offset, exit 0.
-    let path = tmp("gigabyte-at-end.pcap");
+    let (_dir, path) = tmp("gigabyte-at-end.pcap");
     let mut p = Pcap::create(&path);
     p.syn(1_000_000, [10, 0, 0, 1], 40000);
     p.raw(1_000_001, 0x4000_0000, 0x4000_0000, &[0u8; 64]);
@@ -175,7 +176,7 @@ fn records_that_lie_about_their_length() {
 
 #[test]
 fn zero_length_records_and_backward_timestamps() {
-    let path = tmp("odd.pcap");
+    let (_dir, path) = tmp("odd.pcap");
     let mut p = Pcap::create(&path);
     p.syn(5_000_000, [10, 0, 0, 1], 40000);
     p.raw(5_000_001, 0, 0, &[]); // an empty record
@@ -213,7 +214,7 @@ fn zero_length_records_and_backward_timestamps() {
 fn control_characters_in_names_never_reach_the_terminal() {
     // A capture attached to a ticket under a name that would clear the screen and recolour
     // it: the error line and the warning show the escapes, not the bytes.
-    let bad = tmp("x\u{1b}[2J\u{1b}[31mred.pcap");
+    let (_bad_dir, bad) = tmp("x\u{1b}[2J\u{1b}[31mred.pcap");
     std::fs::write(&bad, b"not a capture at all, just text").unwrap();
     let out = tcpwhy(&["analyze", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -224,7 +225,7 @@ fn control_characters_in_names_never_reach_the_terminal() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("x\\u{1b}[2J"));
     // A truncated one: the warning too.
-    let cut = tmp("cut\u{7}\u{1b}.pcap");
+    let (_cut_dir, cut) = tmp("cut\u{7}\u{1b}.pcap");
     let mut p = Pcap::create(&cut);
     p.syn(1_000_000, [10, 0, 0, 1], 40000);
     p.raw(1_000_001, 54, 54, &[0u8; 10]);
@@ -308,7 +309,7 @@ fn pcapng_blocks_whose_lengths_lie() {
     head.extend(ng_block(1, &[1, 0, 0, 0, 0, 0, 0, 0]));
     head.extend(ng_epb(1, 54));
     let run = |name: &str, bytes: Vec<u8>| {
-        let path = tmp(name);
+        let (_dir, path) = tmp(name);
         std::fs::write(&path, bytes).unwrap();
         let (code, recs, err) = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
         let summary = recs.iter().find(|r| r["type"] == "summary").cloned();
@@ -447,7 +448,7 @@ fn pcapng_times_146_000_years_apart() {
     for (iface, ts, frame) in packets {
         f.extend(epb(iface, ts, frame));
     }
-    let path = tmp("far-apart.pcapng");
+    let (_dir, path) = tmp("far-apart.pcapng");
     std::fs::write(&path, f).unwrap();
     let p = path.to_str().unwrap();
     for format in ["text", "json", "html"] {
@@ -474,7 +475,7 @@ fn the_text_summary_says_what_the_cap_evicted_and_forgot() {
     // (one thread: one table and one history of 10). Each SYN past the tenth evicts the oldest
     // open attempt (90) into the history of 4-tuples, which keeps 10 and so forgets the first
     // 80 well within their 300 s. The text report, not only the warnings on stderr, says both.
-    let path = tmp("hundred.pcap");
+    let (_dir, path) = tmp("hundred.pcap");
     let mut p = Pcap::create(&path);
     for i in 0..100u8 {
         p.syn(

@@ -2,6 +2,8 @@
 //! purpose; ../shared/corpus/tcpdump-tests). No panic, no hang, exit 0 or 2, and with
 //! `--format json` every output line parses.
 
+mod common;
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,8 +19,7 @@ fn corpus_dir() -> PathBuf {
 
 /// Run with a deadline; the child is killed (by its own PID) if it overstays.
 fn run(file: &Path) -> Result<(i32, String, String), String> {
-    let dir = std::env::temp_dir().join(format!("tcpwhy-corpus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir = TempDir::new("corpus");
     let out_path = dir.join("out");
     let err_path = dir.join("err");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))

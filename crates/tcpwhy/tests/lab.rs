@@ -5,7 +5,7 @@
 //! Without root these tests fail with a message; set TCPWHY_SKIP_LAB=1 to skip them.
 
 mod common;
-use common::tcpwhy;
+use common::{tcpwhy, TempDir};
 use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
@@ -84,24 +84,18 @@ fn samples(v: &Value, name: &str) -> u64 {
     phase(v, name)["samples"].as_u64().unwrap()
 }
 
-fn tmpdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tcpwhy-labtest-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn fast_scenarios_reproduce_and_fixes_remove_them() {
     if !root_or_skip() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmpdir("fast");
+    let dir = TempDir::new("labtest-fast");
     let before = lab_namespaces();
 
     // Seed 004: TIME-WAIT answers with old numbers; the retry costs milliseconds (Linux >= 5.6
     // retries 2 jiffies after its RST); with timestamps the SYN is accepted at once.
-    let v = run_json("stale-syn-timewait", &dir);
+    let v = run_json("stale-syn-timewait", dir.path());
     assert_diagnosed(&v);
     // Fixed: no retry, so well under half the broken cost (typically 0.1-0.25 ms against
     // 10-15 ms; a CI run, a debug build on two loaded cores, measured 2.05 ms against 15.0, which
@@ -122,7 +116,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     assert_eq!(shown(&v, "fixed"), 0);
 
     // Seed 000: the lost RST leaves a stale socket; the challenge ACK costs the same retry.
-    let v = run_json("stale-syn-lost-rst", &dir);
+    let v = run_json("stale-syn-lost-rst", dir.path());
     assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 2.0, "{v}");
     assert!(p50(&v, "control") < p50(&v, "broken") / 2.0, "{v}");
@@ -136,13 +130,13 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     assert_eq!(shown(&v, "control"), 0);
 
     // Seed 001's class: the second write waits for the server's delayed ACK (>= 40 ms).
-    let v = run_json("nagle-delayed-ack", &dir);
+    let v = run_json("nagle-delayed-ack", dir.path());
     assert_diagnosed(&v);
     assert!(p50(&v, "broken") > 30.0, "{v}");
     assert!(p50(&v, "fixed") < 5.0, "{v}");
 
     // A full accept queue drops SYNs: they wait about a second for the retransmission.
-    let v = run_json("syn-backlog-full", &dir);
+    let v = run_json("syn-backlog-full", dir.path());
     assert_diagnosed(&v);
     assert!(
         phase(&v, "broken")["max_ms"].as_f64().unwrap() > 900.0,
@@ -154,7 +148,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     );
 
     // Tail loss: recovery by probe or RTO costs far more than the 20 ms round trip.
-    let v = run_json("tail-loss", &dir);
+    let v = run_json("tail-loss", dir.path());
     assert_diagnosed(&v);
     assert!(
         phase(&v, "broken")["extra"]["emulator_dropped"]
@@ -170,7 +164,7 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
     );
 
     // Seed 000's own loop: no connection over 100 ms on this kernel.
-    let v = run_json("seed000-reproducer", &dir);
+    let v = run_json("seed000-reproducer", dir.path());
     let extra = &phase(&v, "seed-loop")["extra"];
     assert!(extra["connections"].as_u64().unwrap() > 500, "{v}");
     assert_eq!(extra["over_100ms"], 0, "{v}");
@@ -186,7 +180,6 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
         assert_eq!(out.status.code(), Some(0), "{f}");
     }
     assert_eq!(lab_namespaces(), before, "namespaces left behind");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -195,7 +188,7 @@ fn killed_run_is_cleaned_by_lab_clean() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tmpdir("kill");
+    let dir = TempDir::new("labtest-kill");
     // `lab clean` removes every dead run's leftovers, not only this test's. A machine can start
     // with some (CI once did: twlab1757x0-*, from a run killed before the machine image was
     // taken): clean them first, so that "before" holds only live state the clean must keep.
@@ -218,7 +211,7 @@ fn killed_run_is_cleaned_by_lab_clean() {
     // Slow start after idle runs the NFQUEUE emulator (delay line in the router namespace).
     let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
         .args(["lab", "run", "slow-start-after-idle", "--capture"])
-        .arg(format!("{}/", dir.display()))
+        .arg(format!("{}/", dir.path().display()))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -293,7 +286,6 @@ fn killed_run_is_cleaned_by_lab_clean() {
             .to_string_lossy()
             .starts_with(&format!("twlab{pid}x"))))
         .unwrap_or(false));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A command's standard output ("" if it cannot run).

@@ -67,3 +67,31 @@ pub fn have_tshark() -> bool {
     }
     ok
 }
+
+/// A directory of its own under the system's temporary directory, removed with everything in
+/// it when dropped (also when the test fails): tests leave nothing behind.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("tcpwhy-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("a temporary directory");
+        TempDir(d)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
