@@ -88,8 +88,9 @@ const INFLATE_BLOCK: usize = 256 << 10;
 /// machine the thread only adds switching.
 ///
 /// The thread ends when the stream ends or fails (after handing over the failure, in its
-/// place in the stream), or when this side is dropped (its next send fails). It is never
-/// joined: a stream that blocks (a pipe) must not block the drop.
+/// place in the stream), or when this side is dropped (its next send fails). Either way its
+/// sender goes with it, so this side sees the end as a closed channel. It is never joined: a
+/// stream that blocks (a pipe) must not block the drop.
 pub(crate) struct ReadAhead {
     full: Receiver<Filled>,
     empty: Sender<Vec<u8>>,
@@ -97,7 +98,6 @@ pub(crate) struct ReadAhead {
     block: Vec<u8>,
     at: usize,
     end: usize,
-    done: bool,
 }
 
 /// Room left free at the front of every block, before the stream's bytes: the legacy pcap
@@ -139,27 +139,15 @@ impl ReadAhead {
             block: Vec::new(),
             at: 0,
             end: 0,
-            done: false,
         })
     }
 
     /// The next block and how many bytes of the stream it holds (from `AHEAD_HEAD` on); `None`
-    /// at the end. After a failure, the end.
+    /// at the end (every block handed over and the thread gone), also after a failure.
     pub(crate) fn next_block(&mut self) -> io::Result<Option<(Vec<u8>, usize)>> {
-        if self.done {
-            return Ok(None);
-        }
         match self.full.recv() {
-            Ok(Ok(b)) => Ok(Some(b)),
-            Ok(Err(e)) => {
-                self.done = true;
-                Err(e)
-            }
-            Err(_) => {
-                // Every block handed over; the stream ended.
-                self.done = true;
-                Ok(None)
-            }
+            Ok(got) => got.map(Some),
+            Err(_) => Ok(None),
         }
     }
 
@@ -172,7 +160,7 @@ impl ReadAhead {
 /// The read-ahead thread's loop: a read into a block, handed over with its length, until the
 /// end or a failure. One read per block, not as many as fill it: a pipe's bytes go on as they
 /// come (`tcpdump -w - | tcpwhy analyze -` reports as it goes), and a file's read fills the
-/// block anyway.
+/// block anyway. (The stream is a `Recording`, which already reads again when interrupted.)
 fn ahead(
     inner: &mut DynRead,
     block: usize,
@@ -184,13 +172,7 @@ fn ahead(
         if buf.len() < AHEAD_HEAD + block {
             buf.resize(AHEAD_HEAD + block, 0);
         }
-        let got = loop {
-            match inner.read(&mut buf[AHEAD_HEAD..AHEAD_HEAD + block]) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                got => break got,
-            }
-        };
-        match got {
+        match inner.read(&mut buf[AHEAD_HEAD..AHEAD_HEAD + block]) {
             Ok(0) => return,
             Ok(n) => {
                 if full_tx.send(Ok((buf, n))).is_err() {

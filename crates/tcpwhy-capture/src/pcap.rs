@@ -169,9 +169,10 @@ impl PcapReader {
         if self.end - self.start >= need {
             return Ok(true);
         }
-        if let Src::Blocks(_) = self.src {
-            return self.fill_blocks(need);
-        }
+        let src = match &mut self.src {
+            Src::Stream(src) => src,
+            Src::Blocks(_) => return self.fill_blocks(need),
+        };
         if self.start > 0 {
             // Only the start of one record moves: a few bytes, or one record's data.
             self.buf.copy_within(self.start..self.end, 0);
@@ -184,9 +185,6 @@ impl PcapReader {
         }
         self.block = BLOCK;
         while self.end < need && !self.eof {
-            let Src::Stream(src) = &mut self.src else {
-                break;
-            };
             match src.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
@@ -202,10 +200,11 @@ impl PcapReader {
     /// just before its own; a record longer than the headroom is gathered in the buffer
     /// instead, block after block. No copy of the stream but those cut records.
     fn fill_blocks(&mut self, need: usize) -> io::Result<bool> {
+        let Src::Blocks(ahead) = &mut self.src else {
+            // (`fill` calls this for blocks only.)
+            return Ok(self.end - self.start >= need);
+        };
         while self.end - self.start < need && !self.eof {
-            let Src::Blocks(ahead) = &mut self.src else {
-                break;
-            };
             let Some((mut block, len)) = ahead.next_block()? else {
                 self.eof = true;
                 break;
