@@ -41,10 +41,13 @@ pub const SYSCTLS: &[&str] = &[
     "ipv4/tcp_syncookies",
 ];
 
+/// The label of the namespace tcpwhy runs in (it has no `ip netns` name).
+pub const THIS_NAMESPACE: &str = "(this namespace)";
+
 /// What one namespace looks like at one moment (and, with an interval, how its counters moved).
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// `ip netns` name, or "(this namespace)".
+    /// `ip netns` name, or [`THIS_NAMESPACE`].
     pub namespace: String,
     /// Sysctl name (as in [`SYSCTLS`]) -> its text, trimmed.
     pub sysctls: BTreeMap<String, String>,
@@ -153,7 +156,7 @@ pub fn snapshot(
         if let Some(ns) = &name {
             enter(ns)?;
         }
-        let label = name.clone().unwrap_or_else(|| "(this namespace)".into());
+        let label = name.clone().unwrap_or_else(|| THIS_NAMESPACE.into());
         let mut unseen = Vec::new();
         let before = interval.map(|_| read_counters(&mut unseen));
         if let Some(d) = interval {

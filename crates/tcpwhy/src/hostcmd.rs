@@ -7,7 +7,7 @@ use serde_json::json;
 use std::io::{self, Write};
 use std::process::ExitCode;
 use tcpwhy_hostscan::diag::{TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT};
-use tcpwhy_hostscan::{HostFinding, Snapshot};
+use tcpwhy_hostscan::{HostFinding, Snapshot, THIS_NAMESPACE};
 
 #[derive(clap::Args)]
 pub struct HostArgs {
@@ -140,10 +140,13 @@ fn text_report(
     snaps: &[Snapshot],
     findings: &[HostFinding],
 ) -> io::Result<()> {
-    // "(this namespace)" is already in parentheses: the list puts it in its own.
+    // The list is in parentheses already: this namespace's label goes in without its own.
     let names: Vec<&str> = snaps
         .iter()
-        .map(|s| s.namespace.trim_start_matches('(').trim_end_matches(')'))
+        .map(|s| match s.namespace.as_str() {
+            THIS_NAMESPACE => "this namespace",
+            named => named,
+        })
         .collect();
     if findings.is_empty() {
         writeln!(
@@ -270,15 +273,21 @@ mod tests {
 
     #[test]
     fn nothing_found_names_the_namespaces_once_in_parentheses() {
-        let one = report(&["(this namespace)"]);
+        let one = report(&[THIS_NAMESPACE]);
         assert!(
             one.starts_with("No host pathology found in 1 namespace (this namespace).\n"),
             "{one}"
         );
-        let two = report(&["(this namespace)", "lab-a"]);
+        let two = report(&[THIS_NAMESPACE, "lab-a"]);
         assert!(
             two.starts_with("No host pathology found in 2 namespaces (this namespace, lab-a).\n"),
             "{two}"
+        );
+        // A named namespace keeps its name as it is, parentheses and all.
+        let odd = report(&["(lab)"]);
+        assert!(
+            odd.starts_with("No host pathology found in 1 namespace ((lab)).\n"),
+            "{odd}"
         );
     }
 }
