@@ -234,8 +234,7 @@ fn header_only_capture_is_fine_and_empty() {
 
 #[test]
 fn output_file_and_broken_pipe() {
-    let dir = std::env::temp_dir().join(format!("tcpwhy-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("test");
     let path = dir.join("out.jsonl");
     let f = fixture("veth-mixed.pcap");
     let out = tcpwhy(&[
@@ -250,7 +249,6 @@ fn output_file_and_broken_pipe() {
     assert!(out.stdout.is_empty());
     let direct = tcpwhy(&["analyze", "--format", "json", &f]);
     assert_eq!(std::fs::read(&path).unwrap(), direct.stdout);
-    std::fs::remove_dir_all(&dir).unwrap();
     // `| head -c 1`: the reader goes away; tcpwhy must exit 0 without a message.
     let script = format!(
         "'{}' analyze --format json '{}' '{}' | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}",

@@ -3,9 +3,9 @@
 //! chromium, which CI installs) with no console message, and a screenshot produced.
 
 mod common;
-use common::{fixture, lab_fixture, tcpwhy};
+use common::{fixture, lab_fixture, tcpwhy, TempDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const REPORTS: [&str; 7] = [
@@ -18,10 +18,8 @@ const REPORTS: [&str; 7] = [
     "tail-loss-control.pcap",
 ];
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tcpwhy-html-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tmpdir(tag: &str) -> TempDir {
+    TempDir::new(&format!("html-{tag}"))
 }
 
 fn html_of(file: &str, out: &Path) -> String {
@@ -84,7 +82,6 @@ fn every_finding_has_its_graph_and_the_same_findings_as_json() {
             assert!(html.contains("No latency cause found"), "{name}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -131,7 +128,6 @@ fn slow_start_graph_shows_the_flights_and_stale_syn_the_ladder() {
     .map(|s| ladder.find(s).unwrap_or_else(|| panic!("{s} missing")))
     .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -142,7 +138,6 @@ fn strings_from_the_command_line_and_capture_are_escaped() {
     let html = html_of(odd.to_str().unwrap(), &dir.join("e.html"));
     assert!(html.contains("a&lt;b&gt;&amp;&quot;c&#39;.pcap"));
     assert!(!html.contains("a<b>"));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -164,7 +159,6 @@ fn html_from_standard_input() {
     assert_eq!(o.status.code(), Some(0));
     let html = std::fs::read_to_string(&out).unwrap();
     assert_eq!(html.matches("<svg class=\"graph ").count(), 1);
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn chromium() -> Option<&'static str> {
@@ -215,7 +209,7 @@ fn reports_load_in_headless_chromium_without_console_messages() {
         let page = dir.join(format!("{name}.html"));
         let html = html_of(&lab_fixture(name), &page);
         let graphs = html.matches("<svg class=\"graph ").count();
-        let o = headless(&dir, &["--dump-dom"], &page);
+        let o = headless(dir.path(), &["--dump-dom"], &page);
         let dom = String::from_utf8_lossy(&o.stdout);
         let log = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -229,7 +223,7 @@ fn reports_load_in_headless_chromium_without_console_messages() {
     let shot = dir.join("shot.png");
     let page = dir.join("stale-syn-timewait-broken.pcap.gz.html");
     let o = headless(
-        &dir,
+        dir.path(),
         &[
             "--window-size=1100,1400",
             &format!("--screenshot={}", shot.display()),
@@ -240,5 +234,4 @@ fn reports_load_in_headless_chromium_without_console_messages() {
         .unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&o.stderr)));
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(png.len() > 20_000, "{} bytes", png.len());
-    std::fs::remove_dir_all(&dir).ok();
 }

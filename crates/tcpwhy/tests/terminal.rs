@@ -2,7 +2,7 @@
 //! the terminal's width, `--quiet`. A terminal is made with util-linux `script` (a pty).
 
 mod common;
-use common::{fixture, lab_fixture, tcpwhy};
+use common::{fixture, lab_fixture, tcpwhy, TempDir};
 use std::process::Command;
 
 /// Run `tcpwhy ARGS` on a pty of `cols` columns; its output (CR LF turned into LF).
@@ -42,12 +42,10 @@ fn colours_only_on_a_terminal_and_never_with_no_color() {
     assert!(!plain.contains('\x1b'), "{plain}");
     assert!(plain.contains("syn-stale-state"));
     // -o FILE is never coloured either.
-    let dir = std::env::temp_dir().join(format!("tcpwhy-term-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("term");
     let out = dir.join("r.txt");
     on_a_terminal(&format!("analyze -o {} {f}", out.display()), 120, &[]).unwrap();
     assert!(!std::fs::read_to_string(&out).unwrap().contains('\x1b'));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

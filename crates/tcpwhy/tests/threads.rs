@@ -3,7 +3,7 @@
 //! on a capture built here that crosses several of the engine's 32 Ki-packet rounds.
 
 mod common;
-use common::{fixtures, tcpwhy};
+use common::{fixtures, tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -209,7 +209,8 @@ fn every_fixture_gives_the_same_report_with_any_thread_count() {
 
 #[test]
 fn a_capture_across_many_rounds_gives_the_same_report_with_any_thread_count() {
-    let path = std::env::temp_dir().join(format!("tcpwhy-threads-{}.pcap", std::process::id()));
+    let dir = TempDir::new("threads");
+    let path = dir.join("capture.pcap");
     let packets = build(&path);
     assert!(packets > 3 * 32 * 1024, "{packets} packets: several rounds");
     let file = path.to_str().unwrap();
@@ -228,7 +229,6 @@ fn a_capture_across_many_rounds_gives_the_same_report_with_any_thread_count() {
         .unwrap();
     assert!(mid < conns.len() / 2, "connections finished mid-capture");
     same_for_any_thread_count(file);
-    std::fs::remove_file(&path).ok();
 }
 
 #[test]
@@ -237,7 +237,8 @@ fn frames_that_are_not_tcp_do_not_move_time_for_threads_alone() {
     // TCP frame stamped before that ARP frame: one thread finishes the connection at the end
     // of the capture (only TCP moves its clock); threads must too, and must clamp the late
     // TCP frame's time the same way.
-    let path = std::env::temp_dir().join(format!("tcpwhy-threads-arp-{}.pcap", std::process::id()));
+    let dir = TempDir::new("threads-arp");
+    let path = dir.join("capture.pcap");
     let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
@@ -272,7 +273,6 @@ fn frames_that_are_not_tcp_do_not_move_time_for_threads_alone() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\"end_reason\":\"capture-end\""), "{text}");
     same_for_any_thread_count(file);
-    std::fs::remove_file(&path).ok();
 }
 
 #[test]
@@ -282,7 +282,8 @@ fn connections_open_at_the_end_give_the_same_report_with_any_thread_count() {
     // worker sends several pieces. Every 7th connection is a SYN sent twice and never answered
     // (syn-unanswered, reported at the end), every 5th has a request not yet answered, so the
     // end's records are findings as well as connections.
-    let path = std::env::temp_dir().join(format!("tcpwhy-threads-end-{}.pcap", std::process::id()));
+    let dir = TempDir::new("threads-end");
+    let path = dir.join("capture.pcap");
     let server = [10, 9, 9, 9];
     let mut pkts: Vec<(u64, Vec<u8>)> = Vec::new();
     for i in 0..30_000u32 {
@@ -324,5 +325,4 @@ fn connections_open_at_the_end_give_the_same_report_with_any_thread_count() {
         30_000_usize.div_ceil(7)
     );
     same_for_any_thread_count(file);
-    std::fs::remove_file(&path).ok();
 }

@@ -85,7 +85,7 @@ impl TempDir {
         &self.0
     }
 
-    pub fn join(&self, name: &str) -> PathBuf {
+    pub fn join<P: AsRef<Path>>(&self, name: P) -> PathBuf {
         self.0.join(name)
     }
 }
