@@ -659,18 +659,17 @@ fn per_connection_state_size() {
     crate::detectors::print_sizes();
     // 640 bytes since the stall model's flags are bits of a byte and its last length 16
     // bits, and nagle-delayed-ack and rwnd-limited keep both directions in one state (each
-    // direction's state was padded by 4 bytes), 672 since the client's first SYN is a bit
+    // direction's state was padded by 4 bytes); 672 since the client's first SYN is a bit
     // when it is the connection's first packet (nearly always), and the exchange model's
-    // flags and server-delay's exchange count sit in the padding after syn-unanswered's byte
-    // (704 before); 704 since the parts
-    // few connections need (what detectors found, a stale ACK, a
+    // flags and server-delay's exchange count sit in the padding after syn-unanswered's byte;
+    // 704 since the parts few connections need (what detectors found, a stale ACK, a
     // refusal, SYNs sent again, retransmissions, zero windows, pauses, an exchange's lost
     // time, the exchanges after the first, a burst after idle) sit behind one pointer per
     // connection (`Extra`) instead of one each or a list inline, and the duplicate-ACK count
-    // is a byte (896 before; 1272 before the handshake
-    // detectors shared the first SYN, slow-start-restart folded flights as they close and
-    // sequence numbers and windows that may be unknown carried a flag rather than an Option;
-    // 1888 before what detectors found was boxed and time-only fields became Ts): a state
-    // grown inline shows here. An entry of `States` is 10 cache lines up to 640 bytes.
+    // is a byte; 896 since the handshake detectors shared the first SYN, slow-start-restart
+    // folded flights as they close and sequence numbers and windows that may be unknown
+    // carried a flag rather than an Option (1272 before; 1888 before what detectors found was
+    // boxed and time-only fields became Ts): a state grown inline shows here. An entry of
+    // `States` is 10 cache lines up to 640 bytes.
     assert!(size <= 640, "{size}");
 }
