@@ -283,6 +283,18 @@ impl Connection {
         }
     }
 
+    /// `ack` acknowledges the client's SYN: its ISN + 1, or, when the SYN carried data (TCP
+    /// Fast Open, RFC 7413), up to the end of that data (a SYN-ACK that accepts the data
+    /// acknowledges it too). The client's next sequence is the end of its SYN until the
+    /// handshake completes.
+    pub fn acks_client_syn(&self, ack: tcpwhy_wire::Seq) -> bool {
+        let Some(isn) = self.client.isn() else {
+            return false;
+        };
+        let end = self.client.next_seq().unwrap_or(isn + 1);
+        ack == isn + 1 || (ack > isn + 1 && ack <= end)
+    }
+
     /// SYN -> ACK of the handshake: one full round trip from any vantage point.
     pub fn handshake_rtt_ns(&self) -> Option<i64> {
         Some(self.handshake.ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)

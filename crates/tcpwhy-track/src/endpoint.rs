@@ -178,6 +178,23 @@ impl RttStats {
     }
 }
 
+/// How long a hole that opened at `opened` (`i64::MAX`: none) was open at `now`: at least 1
+/// ns when there was one, so that 0 means none.
+fn hole_age(opened: i64, now: i64) -> i64 {
+    if opened == i64::MAX {
+        0
+    } else {
+        now.saturating_sub(opened).max(1)
+    }
+}
+
+/// The low 24 bits of a segment identity, as `Endpoint::prev_sig` keeps them.
+#[inline]
+fn low24(sig: u32) -> [u8; 3] {
+    let b = sig.to_le_bytes();
+    [b[0], b[1], b[2]]
+}
+
 pub(crate) fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -185,70 +202,112 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Sequence ranges above a jump in the sender's sequence numbers that the capture has not seen
-/// (yet): filled later, they are reordering; acknowledged but never seen, capture loss.
+/// Sequence ranges the capture has not seen this side send (yet): above a jump in its
+/// sequence numbers (filled later, they are reordering), or acknowledged by the peer before
+/// the capture saw them (filled later, they are data captured after the ACK that covers it:
+/// offloaded super-segments, merged interfaces; never filled, capture loss).
 const MAX_HOLES: usize = 3;
 
 /// Holes in a sender's sequence space, oldest first (`MAX_HOLES` at most).
 #[derive(Clone, Debug)]
 struct Holes {
     ranges: [(Seq, Seq); MAX_HOLES],
+    /// When each hole opened (capture time).
+    opened: [i64; MAX_HOLES],
     count: u8,
+    /// Bit i: hole i was acknowledged by the peer (its bytes count as unseen until filled).
+    acked: u8,
 }
 
 impl Holes {
-    fn add(&mut self, from: Seq, to: Seq) {
-        let n = usize::from(self.count);
-        if n < MAX_HOLES {
-            self.ranges[n] = (from, to);
-            self.count += 1;
-        } else {
-            // Forget the oldest hole.
-            self.ranges.rotate_left(1);
-            self.ranges[MAX_HOLES - 1] = (from, to);
+    fn add(&mut self, from: Seq, to: Seq, acked: bool, now: i64) {
+        if from >= to {
+            return;
         }
+        if usize::from(self.count) == MAX_HOLES {
+            // Forget the oldest hole.
+            self.remove(0);
+        }
+        let n = usize::from(self.count);
+        self.ranges[n] = (from, to);
+        self.opened[n] = now;
+        self.acked = (self.acked & !(1 << n)) | (u8::from(acked) << n);
+        self.count += 1;
     }
 
-    /// If `[from, to)` lies inside a hole, shrink the hole and return true.
-    fn fill(&mut self, from: Seq, to: Seq) -> bool {
-        let n = usize::from(self.count);
-        for i in 0..n {
+    fn is_acked(&self, i: usize) -> bool {
+        self.acked & (1 << i) != 0
+    }
+
+    /// Take `[from, to)` out of the holes: the bytes it filled in plain holes and in
+    /// acknowledged ones, and when the oldest plain hole it filled opened (`i64::MAX`: none).
+    fn fill(&mut self, from: Seq, to: Seq) -> (u32, u32, i64) {
+        let (mut plain, mut acked, mut opened) = (0u32, 0u32, i64::MAX);
+        let mut i = 0;
+        while i < usize::from(self.count) {
             let (a, b) = self.ranges[i];
-            if from >= a && to <= b {
-                if from == a {
-                    self.ranges[i].0 = to;
-                } else if to == b {
-                    self.ranges[i].1 = from;
-                } else {
-                    // Filling the middle: keep the left part (the hole list is best effort).
-                    self.ranges[i].1 = from;
-                }
-                if self.ranges[i].0 >= self.ranges[i].1 {
-                    self.remove(i);
-                }
-                return true;
+            let (lo, hi) = (from.max(a), to.min(b));
+            if lo >= hi {
+                i += 1;
+                continue;
             }
+            let n = hi.diff(lo) as u32;
+            if self.is_acked(i) {
+                acked += n;
+            } else {
+                plain += n;
+                opened = opened.min(self.opened[i]);
+            }
+            match (lo == a, hi == b) {
+                (true, true) => {
+                    self.remove(i);
+                    continue;
+                }
+                (true, false) => self.ranges[i].0 = hi,
+                (false, true) => self.ranges[i].1 = lo,
+                (false, false) => {
+                    // Filled in the middle: two holes remain (the right one is dropped when
+                    // there is no room: the list is best effort).
+                    self.ranges[i].1 = lo;
+                    if usize::from(self.count) < MAX_HOLES {
+                        let n = usize::from(self.count);
+                        self.ranges.copy_within(i + 1..n, i + 2);
+                        self.opened.copy_within(i + 1..n, i + 2);
+                        self.ranges[i + 1] = (hi, b);
+                        self.opened[i + 1] = self.opened[i];
+                        let low = self.acked & ((1 << (i + 1)) - 1);
+                        let high = (self.acked >> (i + 1)) << (i + 2);
+                        let bit = u8::from(self.is_acked(i)) << (i + 1);
+                        self.acked = low | bit | high;
+                        self.count += 1;
+                        i += 1;
+                    }
+                }
+            }
+            i += 1;
         }
-        false
+        (plain, acked, opened)
     }
 
     fn remove(&mut self, i: usize) {
         let n = usize::from(self.count);
         self.ranges.copy_within(i + 1..n, i);
+        self.opened.copy_within(i + 1..n, i);
+        let low = self.acked & ((1 << i) - 1);
+        let high = (self.acked >> (i + 1)) << i;
+        self.acked = low | high;
         self.count -= 1;
     }
 
-    /// Close the holes `ack` covers (the capture missed those bytes); their size in bytes.
+    /// The peer acknowledged up to `ack`: the plain holes it covers become acknowledged ones
+    /// (the capture missed those bytes, unless they come later); their size in bytes.
     fn acked(&mut self, ack: Seq) -> u64 {
         let mut missed = 0;
-        let mut i = 0;
-        while i < usize::from(self.count) {
+        for i in 0..usize::from(self.count) {
             let (a, b) = self.ranges[i];
-            if ack >= b {
+            if ack >= b && !self.is_acked(i) {
                 missed += u64::from(b.diff(a).max(0) as u32);
-                self.remove(i);
-            } else {
-                i += 1;
+                self.acked |= 1 << i;
             }
         }
         missed
@@ -292,7 +351,9 @@ impl Unusual {
         zero_windows: 0,
         holes: Holes {
             ranges: [(Seq(0), Seq(0)); MAX_HOLES],
+            opened: [0; MAX_HOLES],
             count: 0,
+            acked: 0,
         },
         rst: None,
     };
@@ -320,8 +381,6 @@ pub struct Endpoint {
     /// Payload bytes sent for the first time.
     pub unique_bytes: u64,
     pub data_segments: u64,
-    pub sack_permitted: bool,
-    pub timestamps: bool,
     /// Last advertised window, raw (scaled: `window_scaled()`).
     pub window_raw: u16,
     pub fin: Option<At>,
@@ -341,8 +400,11 @@ pub struct Endpoint {
     /// bytes per side of every connection): read them through the methods of the same names.
     unusual: Option<Box<Unusual>>,
     /// The last segment's identity (a hash of the headers that change between two sends);
-    /// `last_ts` says when it was seen.
+    /// `last_ts` says when it was seen. And the low 24 bits of the one before it: a copy
+    /// forwarded by a bridge or a router can come after the next original (A, B, A', B'), and
+    /// 3 bytes fit where two bools and padding were (the bools are bits of `known` now).
     pub(crate) last_sig: u32,
+    pub(crate) prev_sig: [u8; 3],
 }
 
 /// Bits of `Endpoint::known`.
@@ -352,6 +414,8 @@ const MAX_ACK: u8 = 4;
 const WINDOW_SCALED: u8 = 8;
 const MSS: u8 = 16;
 const WINDOW_SCALE: u8 = 32;
+const SACK_PERMITTED: u8 = 64;
+const TIMESTAMPS: u8 = 128;
 
 /// A value of `Endpoint` valid under `bit` of `known`: store `v` and set the bit, or clear it.
 #[inline]
@@ -396,6 +460,27 @@ impl Endpoint {
     #[inline]
     pub fn window_scale(&self) -> Option<u8> {
         (self.known & WINDOW_SCALE != 0).then_some(self.window_scale_v)
+    }
+    /// This side's SYN offered SACK (RFC 2018).
+    #[inline]
+    pub fn sack_permitted(&self) -> bool {
+        self.known & SACK_PERMITTED != 0
+    }
+    /// This side sent TCP timestamps (RFC 7323).
+    #[inline]
+    pub fn timestamps(&self) -> bool {
+        self.known & TIMESTAMPS != 0
+    }
+    /// Whether `sig` is the identity of this side's last segment or of the one before it.
+    #[inline]
+    pub(crate) fn recently_sent(&self, sig: u32) -> bool {
+        self.packets > 0 && (self.last_sig == sig || self.prev_sig == low24(sig))
+    }
+    /// Remember `sig` as this side's last segment's identity.
+    #[inline]
+    pub(crate) fn note_sent(&mut self, sig: u32) {
+        self.prev_sig = low24(self.last_sig);
+        self.last_sig = sig;
     }
     #[inline]
     fn set_next_seq(&mut self, s: Seq) {
@@ -507,8 +592,6 @@ impl Endpoint {
             frame_bytes: 0,
             unique_bytes: 0,
             data_segments: 0,
-            sack_permitted: false,
-            timestamps: false,
             window_raw: 0,
             fin: None,
             last_ts: ts_ns,
@@ -519,21 +602,24 @@ impl Endpoint {
             ts_pending_at: Ts::NONE,
             unusual: None,
             last_sig: 0,
+            prev_sig: [0; 3],
         }
     }
 
     /// Account a segment this side sent. Returns (it carried new sequence space, it carried
-    /// payload already sent: a retransmission). `peer_acked` is the highest ACK the peer
-    /// sent: a keep-alive probe repeats a byte the peer has already acknowledged; an
-    /// unacknowledged byte sent again is a retransmission.
-    #[inline]
+    /// payload already sent: a retransmission, how long the sequence hole it filled had been
+    /// open: 0 when it filled none). `peer_acked` is the highest ACK the peer sent: a
+    /// keep-alive probe repeats a byte the peer has already acknowledged; an unacknowledged
+    /// byte sent again is a retransmission. A segment that fills a hole the capture saw open
+    /// (data that came after later data) is neither: reordering, or the retransmission of a
+    /// segment lost before the capture point, which the hole's age lets a detector tell apart.
     pub(crate) fn on_send(
         &mut self,
         seg: &TcpSegment,
         at: At,
         frame_len: u32,
         peer_acked: Option<Seq>,
-    ) -> (bool, bool) {
+    ) -> (bool, bool, i64) {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
         if seg.first_fragment {
@@ -542,7 +628,7 @@ impl Endpoint {
         self.last_ts = at.ts_ns;
         let o = &seg.options;
         if o.timestamp.is_some() {
-            self.timestamps = true;
+            self.known |= TIMESTAMPS;
         }
         if o.sack_count > 0 {
             self.unusual().sack_blocks += u32::from(o.sack_count);
@@ -557,6 +643,7 @@ impl Endpoint {
                     self.known &= !NEXT_SEQ;
                     if let Some(u) = &mut self.unusual {
                         u.holes.count = 0;
+                        u.holes.acked = 0;
                     }
                     self.isn_v = seg.seq;
                     self.known |= ISN;
@@ -567,7 +654,8 @@ impl Endpoint {
                         &mut self.window_scale_v,
                         o.window_scale,
                     );
-                    self.sack_permitted = o.sack_permitted;
+                    self.known = (self.known & !SACK_PERMITTED)
+                        | if o.sack_permitted { SACK_PERMITTED } else { 0 };
                 }
             }
         }
@@ -579,7 +667,7 @@ impl Endpoint {
                 self.unusual().rst = Some(at);
             }
             // An RST's sequence number says nothing about data sent.
-            return (false, false);
+            return (false, false, 0);
         }
         if seg.window == 0 && !syn {
             self.unusual().zero_windows += 1;
@@ -594,34 +682,45 @@ impl Endpoint {
             // First segment seen from this side: everything in it is new.
             self.set_next_seq(end);
             self.count_new_data(len, 0, at, end);
-            return (span > 0, false);
+            return (span > 0, false, 0);
         };
         if end > next {
             if start > next {
-                self.add_hole(next, start);
+                self.add_hole(next, start, false, at.ts_ns);
             }
             let fresh = end.diff(start.max(next)) as u32;
             let fresh_payload = fresh.min(len);
             self.set_next_seq(end);
             let old = len - fresh_payload;
-            self.count_new_data(fresh_payload, old, at, end);
-            (true, old > 0)
+            // Payload below `next` that fills a hole was never seen before: reordering, or data
+            // captured after the ACK that covers it. The rest was sent before.
+            let (late, opened) = if old > 0 {
+                self.fill_holes(start, start + old)
+            } else {
+                (0, i64::MAX)
+            };
+            let again = old - late;
+            self.count_new_data(fresh_payload + late, again, at, end);
+            (true, again > 0, hole_age(opened, at.ts_ns))
         } else {
             if len > 0 {
-                if self.fill_hole(start, start + len) {
+                let (late, opened) = self.fill_holes(start, start + len);
+                if late == len {
                     self.unusual().out_of_order += 1;
                     self.unique_bytes += u64::from(len);
                     self.data_segments += 1;
-                } else if len <= 1 && start == (next - 1) && peer_acked == Some(next) {
+                    return (false, false, hole_age(opened, at.ts_ns));
+                } else if late == 0 && len <= 1 && start == (next - 1) && peer_acked == Some(next) {
                     self.unusual().keepalives += 1;
                 } else {
-                    self.count_retransmission(len);
-                    return (false, true);
+                    self.unique_bytes += u64::from(late);
+                    self.count_retransmission(len - late);
+                    return (false, true, hole_age(opened, at.ts_ns));
                 }
             } else if len == 0 && !syn && start == (next - 1) && !seg.flags.fin() {
                 self.unusual().keepalives += 1;
             }
-            (false, false)
+            (false, false, 0)
         }
     }
 
@@ -654,15 +753,20 @@ impl Endpoint {
         self.ts_pending_at = Ts::NONE;
     }
 
-    fn add_hole(&mut self, from: Seq, to: Seq) {
-        self.unusual().holes.add(from, to);
+    fn add_hole(&mut self, from: Seq, to: Seq, acked: bool, now: i64) {
+        self.unusual().holes.add(from, to, acked, now);
     }
 
-    /// If `[from, to)` lies inside a hole, shrink the hole and return true.
-    fn fill_hole(&mut self, from: Seq, to: Seq) -> bool {
-        self.unusual
-            .as_mut()
-            .is_some_and(|u| u.holes.fill(from, to))
+    /// Take `[from, to)` out of this side's holes; the bytes it filled, and when the oldest
+    /// plain hole it filled opened. Bytes of holes the peer had acknowledged no longer count
+    /// as missed by the capture: they came late.
+    fn fill_holes(&mut self, from: Seq, to: Seq) -> (u32, i64) {
+        let Some(u) = self.unusual.as_mut() else {
+            return (0, i64::MAX);
+        };
+        let (plain, acked, opened) = u.holes.fill(from, to);
+        u.unseen_acked_bytes = u.unseen_acked_bytes.saturating_sub(u64::from(acked));
+        (plain + acked, opened)
     }
 
     /// The peer acknowledged up to `ack` (echoing `tsecr` if it uses timestamps): close holes
@@ -675,8 +779,11 @@ impl Endpoint {
         }
         if let Some(next) = self.next_seq() {
             if ack > next {
-                // Acknowledges bytes never seen at all: the capture missed the end of a flight.
-                self.unusual().unseen_acked_bytes += u64::from(ack.diff(next) as u32);
+                // Acknowledges bytes never seen at all: the capture missed the end of a flight,
+                // or will see it after this ACK (a hole that a late segment may still fill).
+                let u = self.unusual();
+                u.unseen_acked_bytes += u64::from(ack.diff(next) as u32);
+                u.holes.add(next, ack, true, ts_ns);
                 self.set_next_seq(ack);
             }
         }
@@ -726,7 +833,8 @@ mod tests {
         let at = |n: u64| At::new(n, n as i64 * 1000);
         let acked = Some(Seq(0));
         let send = |e: &mut Endpoint, n: u64, flags: u8, seq: u32, len: u32| {
-            e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked)
+            let (new, again, _) = e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked);
+            (new, again)
         };
         assert_eq!(send(&mut e, 1, TcpFlags::SYN, 100, 0), (true, false));
         assert_eq!(send(&mut e, 2, TcpFlags::ACK, 101, 500), (true, false));

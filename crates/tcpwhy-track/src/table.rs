@@ -82,6 +82,11 @@ pub struct SegmentEvent<'a> {
     pub new_data: bool,
     /// It carried payload already sent (a retransmission; keep-alives excluded).
     pub retransmission: bool,
+    /// It filled a sequence hole (data the capture saw this side skip) that had been open this
+    /// long; 0: none. A hole filled within a fraction of a round trip is reordering; one filled
+    /// after the peer's duplicate ACKs or a timeout is the retransmission of a segment lost
+    /// before the capture point.
+    pub hole_age_ns: i64,
 }
 
 impl<F: FnMut(&Connection)> Sink for F {
@@ -98,8 +103,12 @@ pub struct Config {
     /// ACK, FINs sent again when it was lost: 0.2, 0.4, 0.8, 1.6 s apart).
     pub closed_linger_ns: i64,
     /// An attempt reset before its handshake completed is kept this long: the client sends the
-    /// same SYN again after 2 jiffies (Linux >= 5.6), 1 s (RFC 6298) or 3 s (older stacks), and
-    /// that SYN belongs to the same connection (a stale-state exchange).
+    /// same SYN (same ISN) again after 2 jiffies (Linux >= 5.6), 1 s (RFC 6298) or 3 s (older
+    /// stacks), and with backoff for as long as its SYN ladder lasts when the peer keeps
+    /// answering with stale ACKs (a TIME-WAIT socket under tcp_rfc1337=1 ignores the RST: the
+    /// ladder runs until TIME-WAIT ends, about 67 s). Every SYN with that ISN belongs to the
+    /// same attempt: 135 s covers Linux's default ladder (tcp_syn_retries=6: the last SYN
+    /// about 127 s after the first).
     pub reset_attempt_linger_ns: i64,
     /// How long the facts about a finished connection are kept for the next SYN on its 4-tuple:
     /// 300 s covers TIME-WAIT (60 s) and a full Linux ISN wrap (274.9 s).
@@ -115,7 +124,7 @@ impl Default for Config {
         Config {
             idle_timeout_ns: 300 * SEC,
             closed_linger_ns: 2 * SEC,
-            reset_attempt_linger_ns: 10 * SEC,
+            reset_attempt_linger_ns: 135 * SEC,
             history_ns: 300 * SEC,
             max_connections: 1_000_000,
         }
@@ -538,8 +547,11 @@ pub struct Tracker {
     ending: Option<(Vec<(u64, u32)>, usize)>,
 }
 
-/// Two identical packets this close are one packet captured twice.
-const DUPLICATE_NS: i64 = 1_000_000;
+/// Two identical packets this close are one packet captured twice: on both ends of a veth or
+/// on `any` microseconds apart, or a copy a bridge or router forwarded onto the captured
+/// segment one hop later (7 ms apart in cs1e_hauntedbrowser.pcap). A retransmission differs
+/// in its IPv4 ID or TSval, so the window only bounds how far back a copy is looked for.
+const DUPLICATE_NS: i64 = 25_000_000;
 
 /// What tells two sends of a segment apart (a retransmission differs in IP ID or TSval).
 fn signature(seg: &TcpSegment) -> u32 {
@@ -701,7 +713,9 @@ impl Tracker {
                 self.create(hash, seg, at, prev, sink)
             }
         };
-        if let Some((from, new_data, retransmission)) = self.update(slot, seg, at, frame_len) {
+        if let Some((from, new_data, retransmission, hole_age_ns)) =
+            self.update(slot, seg, at, frame_len)
+        {
             if let Some(c) = self.slots.get(slot) {
                 let ev = SegmentEvent {
                     seg,
@@ -709,6 +723,7 @@ impl Tracker {
                     from,
                     new_data,
                     retransmission,
+                    hole_age_ns,
                 };
                 sink.segment(c, &ev);
             }
@@ -725,6 +740,11 @@ impl Tracker {
         };
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
         if from_client {
+            if c.client.isn().is_none() {
+                // The SYN-ACK came first (capture reordering, merged interfaces): the SYN it
+                // acknowledges is this connection's, not a new one.
+                return !syn_ack_answers(c, seg);
+            }
             // The same ISN again is a retransmitted SYN (also after an RST in SYN_SENT).
             return c.client.isn() != Some(seg.seq);
         }
@@ -801,14 +821,15 @@ impl Tracker {
         slot
     }
 
-    /// Account one segment; returns (sender, carried new data, was a retransmission).
+    /// Account one segment; returns (sender, carried new data, was a retransmission, the age of
+    /// the sequence hole it filled or 0).
     fn update(
         &mut self,
         slot: u32,
         seg: &TcpSegment,
         at: At,
         frame_len: u32,
-    ) -> Option<(Side, bool, bool)> {
+    ) -> Option<(Side, bool, bool, i64)> {
         let c = self.slots.get_mut(slot)?;
         c.last = at;
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
@@ -817,9 +838,11 @@ impl Tracker {
         } else {
             Side::Server
         };
-        // The same packet captured twice (both ends of a veth, `any`, a bridge and its port):
-        // identical headers, including the IPv4 ID or the TCP timestamps that tell two sends of
-        // the same bytes apart, within 1 ms. Counted as a packet, otherwise ignored.
+        // The same packet captured twice (both ends of a veth, `any`, a bridge and its port, a
+        // copy forwarded one hop later with its TTL one less): identical headers, including the
+        // IPv4 ID or the TCP timestamps that tell two sends of the same bytes apart, within
+        // `DUPLICATE_NS` of this side's last segment, and the same as that segment or the one
+        // before it. Counted as a packet, otherwise ignored.
         {
             let me = if from_client {
                 &mut c.client
@@ -829,8 +852,7 @@ impl Tracker {
             let sig = signature(seg);
             let distinctive = seg.ip_id != 0 || seg.options.timestamp.is_some();
             if distinctive
-                && me.packets > 0
-                && me.last_sig == sig
+                && me.recently_sent(sig)
                 && at.ts_ns.saturating_sub(me.last_ts) <= DUPLICATE_NS
             {
                 // Like tshark: packets, frame bytes and payload count every copy captured.
@@ -839,19 +861,25 @@ impl Tracker {
                 me.frame_bytes += u64::from(frame_len);
                 return None;
             }
-            me.last_sig = sig;
+            me.note_sent(sig);
         }
         let flags = seg.flags;
 
         // The handshake at the capture point.
         if flags.syn() && !flags.ack() && side == Side::Client && c.handshake.syn_ack.is_none() {
             c.set_syn(at);
+            if c.role == RoleSource::SynAck && c.client.isn().is_none() {
+                // The SYN-ACK that began the connection answered this SYN, captured after it
+                // (`starts_new_generation` checked the numbers).
+                c.handshake.syn_ack = Some(c.first);
+                c.role = RoleSource::Syn;
+            }
         }
         if flags.syn()
             && flags.ack()
             && side == Side::Server
             && c.handshake.syn_ack.is_none()
-            && c.client.isn().is_some_and(|isn| seg.ack == isn + 1)
+            && c.acks_client_syn(seg.ack)
         {
             c.handshake.syn_ack = Some(at);
         }
@@ -872,7 +900,8 @@ impl Tracker {
             && side == Side::Server
             && flags.ack()
             && !flags.syn()
-            && c.client.isn().is_some_and(|isn| seg.ack != isn + 1)
+            && c.client.isn().is_some()
+            && !c.acks_client_syn(seg.ack)
         {
             c.handshake.count_invalid_ack(at);
             ack_valid = false;
@@ -885,7 +914,7 @@ impl Tracker {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
         };
-        let (had_new, retransmission) = me.on_send(seg, at, frame_len, peer.max_ack());
+        let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {
                 me.on_tsval(tsval, at.ts_ns);
@@ -928,7 +957,7 @@ impl Tracker {
         if due < self.armed[slot as usize] {
             self.arm(slot, id, due);
         }
-        Some((side, had_new, retransmission))
+        Some((side, had_new, retransmission, hole_age_ns))
     }
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
@@ -1176,6 +1205,16 @@ fn linger(cfg: &Config, c: &Connection) -> i64 {
     }
 }
 
+/// `c` began with a SYN-ACK (its SYN not seen yet) that acknowledges `syn`: ISN + 1, or up to
+/// the end of the SYN's data (TCP Fast Open).
+fn syn_ack_answers(c: &Connection, syn: &TcpSegment) -> bool {
+    let Some(ack) = c.server.max_ack().filter(|_| c.role == RoleSource::SynAck) else {
+        return false;
+    };
+    let isn = syn.seq;
+    ack == isn + 1 || (ack > isn + 1 && ack <= isn + 1 + syn.payload_len)
+}
+
 /// The segment travels between the two ends of `c` (in either direction).
 fn same_tuple(c: &Connection, seg: &TcpSegment) -> bool {
     let (a, b) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
@@ -1197,7 +1236,7 @@ fn history_of(c: &Connection) -> (Predecessor, (IpAddr, u16)) {
         server_next_seq: c.server.next_seq(),
         client_isn: c.client.isn(),
         client_first_ts: c.first.ts_ns,
-        timestamps: c.client.timestamps && c.server.timestamps,
+        timestamps: c.client.timestamps() && c.server.timestamps(),
     };
     (p, (c.client.addr, c.client.port))
 }

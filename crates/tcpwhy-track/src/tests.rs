@@ -391,7 +391,7 @@ fn timestamp_echo_gives_samples_across_retransmission() {
     let c = &r.finish()[0];
     assert_eq!(c.client.ack_rtt.count(), 1);
     assert_eq!(c.client.ack_rtt.min_ns, 7 * MS);
-    assert!(c.client.timestamps && c.server.timestamps);
+    assert!(c.client.timestamps() && c.server.timestamps());
 }
 
 #[test]
@@ -745,7 +745,8 @@ fn every_tracked_connection_has_its_own_slot() {
     r.seg(6, C, RST, 1001, 0, 0);
     r.seg_between(7, b, S, RST, 51, 0, 0);
     let other = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 40001);
-    r.seg(20_000, other, SYN, 1, 0, 0); // A and B are finished by now, their slots free
+    // A and B are finished by now (B, a reset attempt, lingers 135 s), their slots free.
+    r.seg(140_000, other, SYN, 1, 0, 0);
     assert_eq!(r.done.len(), 2);
     assert!(
         r.done.iter().any(|c| c.slot == r.t.live_slots()[0]),
@@ -1226,4 +1227,159 @@ fn the_history_gives_back_the_predecessor_it_was_given() {
         S,
         "the reversed SYN's client"
     );
+}
+
+/// A segment with an IPv4 ID (and a TTL that differs between copies is not part of it).
+#[allow(clippy::too_many_arguments)]
+fn seg_id(
+    r: &mut Run,
+    ms_x10: i64,
+    from: (IpAddr, u16),
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    id: u16,
+) {
+    let to = if from == C { S } else { C };
+    let s = TcpSegment {
+        src: from.0,
+        dst: to.0,
+        src_port: from.1,
+        dst_port: to.1,
+        seq: Seq(seq),
+        ack: Seq(ack),
+        flags: TcpFlags(flags),
+        window: 1000,
+        payload_len: len,
+        options: TcpOptions::default(),
+        ip_id: id,
+        first_fragment: false,
+    };
+    r.frame += 1;
+    let done = &mut r.done;
+    let mut sink = |c: &Connection| done.push(c.clone());
+    r.t.segment(&s, At::new(r.frame, ms_x10 * MS / 10), 54 + len, &mut sink);
+}
+
+#[test]
+fn a_copy_forwarded_one_hop_later_is_a_duplicate_even_after_the_next_original() {
+    // cs1e_hauntedbrowser.pcap's shape: every client packet captured twice, the copy (same IP
+    // ID) 0.1-7 ms after the original, sometimes after the next original: SYN, SYN', then
+    // data A, B, A' (6.7 ms after A), B'. None of the copies is a retransmission or a SYN
+    // retry; a real retransmission (a new IP ID) 300 ms later is one.
+    let mut r = Run::new();
+    seg_id(&mut r, 0, C, SYN, 1000, 0, 0, 0x62);
+    seg_id(&mut r, 14, C, SYN, 1000, 0, 0, 0x62);
+    r.seg(60, S, SYN | ACK, 9000, 1001, 0);
+    seg_id(&mut r, 610, C, ACK, 1001, 9001, 0, 0x63);
+    seg_id(&mut r, 611, C, ACK, 1001, 9001, 0, 0x63);
+    seg_id(&mut r, 620, C, ACK | PSH, 1001, 9001, 100, 0x64);
+    seg_id(&mut r, 621, C, ACK | PSH, 1101, 9001, 100, 0x65);
+    seg_id(&mut r, 687, C, ACK | PSH, 1001, 9001, 100, 0x64);
+    seg_id(&mut r, 688, C, ACK | PSH, 1101, 9001, 100, 0x65);
+    seg_id(&mut r, 3620, C, ACK | PSH, 1001, 9001, 100, 0x70);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.syn_retransmits(), 0);
+    assert_eq!(c.client.duplicates(), 4);
+    assert_eq!(
+        c.client.retrans_segments(),
+        1,
+        "only the one with a new IP ID"
+    );
+    assert_eq!(c.client.unique_bytes, 200);
+}
+
+#[test]
+fn data_captured_after_the_ack_that_covers_it_is_neither_loss_nor_a_retransmission() {
+    // zeek_smb_smb3_multichannel.pcap frames 109-111: the receiver's ACK for 40455 is captured
+    // before the (offloaded) segment 37535-52135 that it covers in part. The segment is new
+    // data seen late; the bytes the ACK covered are not missed by the capture once they come.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, ACK, 1001, 9001, 1000); // 1001..2001
+    r.seg(3, S, ACK, 9001, 3001, 0); // acknowledges 1000 bytes not seen yet
+    r.seg(3, C, ACK, 2001, 9001, 3000); // 2001..5001: 1000 late, 2000 new
+    r.seg(4, S, ACK, 9001, 5001, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.retrans_segments(), 0);
+    assert_eq!(c.client.unseen_acked_bytes(), 0);
+    assert_eq!(c.client.unique_bytes, 4000);
+}
+
+#[test]
+fn acknowledged_data_never_captured_is_capture_loss() {
+    // The same ACK with the bytes never seen: 1000 bytes the capture missed.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    r.seg(2, C, ACK, 1001, 9001, 1000);
+    r.seg(3, S, ACK, 9001, 3001, 0);
+    r.seg(4, C, ACK, 3001, 9001, 1000);
+    r.seg(5, S, ACK, 9001, 4001, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.unseen_acked_bytes(), 1000);
+    assert_eq!(c.client.retrans_segments(), 0);
+}
+
+#[test]
+fn a_fast_open_syn_ack_that_accepts_the_data_completes_the_handshake() {
+    // zeek_tcp_tcp-fast-open.pcap frames 8-11: the SYN carries 86 bytes, the SYN-ACK
+    // acknowledges ISN + 87 (it accepted them), the client ACKs.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 86);
+    r.seg(1, S, SYN | ACK, 9000, 1087, 0);
+    r.seg(1, C, ACK, 1087, 9001, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.handshake.syn_ack.map(|a| a.frame()), Some(2));
+    assert_eq!(c.handshake.ack.map(|a| a.frame()), Some(3));
+    assert_eq!(c.handshake.invalid_acks(), 0);
+    assert_eq!(c.client.unique_bytes, 86);
+}
+
+#[test]
+fn a_syn_ack_captured_before_its_syn_is_one_connection() {
+    // The SYN-ACK (acknowledging ISN 1000 + 1) is captured 0.1 ms before the SYN it answers:
+    // one connection whose client sent the SYN, not two.
+    let mut r = Run::new();
+    seg_id(&mut r, 10, S, SYN | ACK, 9000, 1001, 0, 7);
+    seg_id(&mut r, 11, C, SYN, 1000, 0, 0, 8);
+    r.seg(2, C, ACK, 1001, 9001, 0);
+    r.seg(3, C, ACK | PSH, 1001, 9001, 10);
+    let done = r.finish();
+    assert_eq!(done.len(), 1, "{done:?}");
+    let c = &done[0];
+    assert_eq!(c.role, RoleSource::Syn);
+    assert_eq!(c.client.port, 40000);
+    assert_eq!(c.handshake.syn_ack.map(|a| a.frame()), Some(1));
+    assert_eq!(c.handshake.ack.map(|a| a.frame()), Some(3));
+    assert_eq!(c.client.syn_retransmits(), 0);
+}
+
+#[test]
+fn the_same_syn_after_a_long_backoff_is_the_same_attempt() {
+    // A TIME-WAIT socket under tcp_rfc1337=1 ignores the client's RST: the same SYN (same
+    // ISN) meets a stale ACK and is reset again and again, with backoff (1, 2, 4, 8, 16, 32
+    // s) until TIME-WAIT ends and a SYN-ACK comes 67 s after the first SYN. One attempt.
+    let mut r = Run::new();
+    let mut t = 0;
+    for gap in [0, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000] {
+        t += gap;
+        r.seg(t, C, SYN, 1000, 0, 0);
+        r.seg(t + 1, S, ACK, 7777, 5555, 0);
+        r.seg(t + 1, C, RST, 5555, 0, 0);
+    }
+    r.seg(t + 4_000, C, SYN, 1000, 0, 0);
+    r.seg(t + 4_001, S, SYN | ACK, 9000, 1001, 0);
+    r.seg(t + 4_001, C, ACK, 1001, 9001, 0);
+    let done = r.finish();
+    assert_eq!(done.len(), 1);
+    let c = &done[0];
+    assert_eq!(c.client.syn_retransmits(), 7);
+    assert_eq!(c.handshake.invalid_acks(), 7);
+    assert_eq!(
+        c.syn_to_syn_ack_ns(),
+        Some(MS),
+        "from the SYN the SYN-ACK answered"
+    );
+    assert_eq!(c.handshake.syn_ack.map(|a| a.ts_ns), Some((t + 4_001) * MS));
 }

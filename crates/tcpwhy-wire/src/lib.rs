@@ -73,6 +73,7 @@ impl TcpSegment {
             sack_permitted: false,
             timestamp: None,
             sack_count: 0,
+            sack_first: (Seq(0), Seq(0)),
         },
         ip_id: 0,
         first_fragment: false,

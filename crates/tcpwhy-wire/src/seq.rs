@@ -29,6 +29,17 @@ impl Seq {
             other
         }
     }
+
+    /// The earlier of two sequence numbers in modular order.
+    #[inline]
+    #[must_use]
+    pub fn min(self, other: Seq) -> Seq {
+        if self.diff(other) <= 0 {
+            self
+        } else {
+            other
+        }
+    }
 }
 
 /// `seq + n` modulo 2^32.

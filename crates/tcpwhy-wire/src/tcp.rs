@@ -94,10 +94,13 @@ pub struct TcpOptions {
     pub sack_permitted: bool,
     /// (TSval, TSecr)
     pub timestamp: Option<(u32, u32)>,
-    /// SACK blocks in the segment (at most `MAX_SACK_BLOCKS`). Their edges are not kept:
-    /// nothing reads them, and they were 32 of the segment's 108 bytes, copied for every
-    /// packet from the reading thread to a worker.
+    /// SACK blocks in the segment (at most `MAX_SACK_BLOCKS`). Only the first block's edges
+    /// are kept (all four were 32 of the segment's 108 bytes, copied for every packet from the
+    /// reading thread to a worker).
     pub sack_count: u8,
+    /// The first SACK block (left and right edge), valid when `sack_count > 0`: a first block
+    /// below the cumulative ACK is a D-SACK, reporting data received twice (RFC 2883).
+    pub sack_first: (Seq, Seq),
 }
 
 #[inline]
@@ -183,6 +186,9 @@ pub(crate) fn parse_options_into(mut b: &[u8], o: &mut TcpOptions) {
             (kind::TIMESTAMP, 8) => o.timestamp = Some((be32(body, 0), be32(body, 4))),
             (kind::SACK, n) if n % 8 == 0 => {
                 o.sack_count = (n / 8).min(MAX_SACK_BLOCKS) as u8;
+                if n >= 8 {
+                    o.sack_first = (Seq(be32(body, 0)), Seq(be32(body, 4)));
+                }
             }
             _ => {}
         }

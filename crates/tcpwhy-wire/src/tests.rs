@@ -299,6 +299,7 @@ fn sack_blocks_and_bad_option_lengths() {
     }
     let o = tcp::parse_options(&opts);
     assert_eq!(o.sack_count, 2);
+    assert_eq!(o.sack_first, (Seq(10), Seq(20)), "the first block's edges");
     // Five blocks do not fit in 40 bytes of options; a longer SACK option counts four.
     let mut long = vec![5, 42];
     long.extend_from_slice(&[0; 40]);

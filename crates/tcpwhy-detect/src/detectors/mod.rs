@@ -705,10 +705,23 @@ impl States {
 }
 
 /// The connection's round trip as well as the capture tells it: the handshake, else the
-/// smallest full-path sample.
+/// smallest full-path sample, else (no handshake: a connection that began before the capture)
+/// the sum of each side's smallest data -> ACK time. The capture point splits the path in
+/// two; each side's data -> ACK time covers the part beyond the capture point and back, so
+/// together they cover the whole round trip once, from any vantage point.
 pub(crate) fn rtt_ns(c: &Connection) -> Option<i64> {
     c.handshake_rtt_ns()
         .or_else(|| c.rtt_summary().map(|r| r.0))
+        .or_else(|| {
+            let min = |side: Side| {
+                let r = &c.endpoint(side).ack_rtt;
+                (r.count() > 0).then_some(r.min_ns)
+            };
+            match (min(Side::Client), min(Side::Server)) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        })
         .filter(|r| *r > 0)
 }
 

@@ -120,9 +120,9 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
     o.val("retrans_segments", &e.retrans_segments());
     o.val("rst_frame", &e.rst().map(|a| a.frame()));
     o.val("sack_blocks", &e.sack_blocks());
-    o.val("sack_permitted", &e.sack_permitted);
+    o.val("sack_permitted", &e.sack_permitted());
     o.val("syn_retransmits", &e.syn_retransmits());
-    o.val("timestamps", &e.timestamps);
+    o.val("timestamps", &e.timestamps());
     o.val("unique_bytes", &e.unique_bytes);
     o.val("unseen_acked_bytes", &e.unseen_acked_bytes());
     o.val("window", &e.window_scaled());

@@ -1,0 +1,137 @@
+//! Truth on captures nobody here made: every capture of the real-world corpus
+//! (../shared/corpus/real: Zeek and Suricata test traces, Practical Packet Analysis samples,
+//! SharkFest trace files) against its hand-checked expectations (`expect.json`, format in that
+//! folder's README: for each file the number of connections and, per finding id, the number of
+//! occurrences and the cost per occurrence, `count: 0` meaning the id must not appear).
+//!
+//! The expectations were worked out by hand with tshark by the people who reviewed the corpus,
+//! not taken from tcpwhy. The folder is not part of the repository (several captures state no
+//! licence); without it the test says so and passes (set TCPWHY_REAL_CORPUS to point
+//! elsewhere, or TCPWHY_REQUIRE_REAL_CORPUS=1 to make its absence a failure).
+
+mod common;
+use common::tcpwhy;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn corpus_dir() -> PathBuf {
+    match std::env::var_os("TCPWHY_REAL_CORPUS") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/real"),
+    }
+}
+
+/// A finding's occurrences: `details.occurrences` or `details.bursts` when present, else 1
+/// (the corpus README's definition).
+fn occurrences(f: &Value) -> u64 {
+    for k in ["occurrences", "bursts"] {
+        if let Some(n) = f["details"][k].as_u64().filter(|n| *n > 0) {
+            return n;
+        }
+    }
+    1
+}
+
+/// `want` is a number (exactly) or `[lo, hi]` (inclusive).
+fn in_range(v: f64, want: &Value) -> bool {
+    match want {
+        Value::Array(r) if r.len() == 2 => {
+            let (lo, hi) = (r[0].as_f64().unwrap_or(0.0), r[1].as_f64().unwrap_or(0.0));
+            lo <= v && v <= hi
+        }
+        w => w.as_f64() == Some(v),
+    }
+}
+
+/// Every unmet expectation of one file, as lines.
+fn check(path: &Path, spec: &Value) -> Vec<String> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let out = tcpwhy(&["analyze", "--format", "json", &path.to_string_lossy()]);
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        return vec![format!(
+            "{name}: exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )];
+    }
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let of = |t: &'static str| records.iter().filter(move |r| r["type"] == t);
+    let mut unmet = Vec::new();
+    if let Some(n) = spec["connections"].as_u64() {
+        let got = of("connection").count() as u64;
+        if got != n {
+            unmet.push(format!("{name}: {got} connections (want {n})"));
+        }
+    }
+    for e in spec["expect"].as_array().into_iter().flatten() {
+        let id = e["id"].as_str().unwrap_or("");
+        let found: Vec<&Value> = of("finding").filter(|f| f["id"] == id).collect();
+        let n: u64 = found.iter().map(|f| occurrences(f)).sum();
+        if !in_range(n as f64, &e["count"]) {
+            let shown: Vec<String> = found
+                .iter()
+                .take(3)
+                .map(|f| format!("{} frames {}", f["explanation"], f["frames"]))
+                .collect();
+            unmet.push(format!("{name}: {id} x{n} (want {}) {shown:?}", e["count"]));
+            continue;
+        }
+        if let Some(range) = e.get("cost_ms") {
+            for f in &found {
+                let per = f["cost_ms"].as_f64().unwrap_or(-1.0) / occurrences(f) as f64;
+                if !in_range(per, range) {
+                    unmet.push(format!(
+                        "{name}: {id} costs {per:.3} ms per occurrence (want {range}): {}",
+                        f["explanation"]
+                    ));
+                }
+            }
+        }
+        if let Some(range) = e.get("max_cost_ms") {
+            let max = found
+                .iter()
+                .filter_map(|f| f["cost_ms"].as_f64())
+                .fold(f64::NAN, f64::max);
+            if !found.is_empty() && !in_range(max, range) {
+                unmet.push(format!("{name}: {id} largest cost {max} ms (want {range})"));
+            }
+        }
+    }
+    unmet
+}
+
+#[test]
+fn every_real_world_capture_meets_its_hand_checked_expectations() {
+    let dir = corpus_dir();
+    let spec_path = dir.join("expect.json");
+    let Ok(text) = std::fs::read_to_string(&spec_path) else {
+        assert!(
+            std::env::var("TCPWHY_REQUIRE_REAL_CORPUS").as_deref() != Ok("1"),
+            "no {}",
+            spec_path.display()
+        );
+        eprintln!(
+            "SKIPPED: no real-world corpus at {} (set TCPWHY_REAL_CORPUS)",
+            dir.display()
+        );
+        return;
+    };
+    let spec: Value = serde_json::from_str(&text).expect("expect.json parses");
+    let files = spec.as_object().expect("expect.json is an object of files");
+    assert!(files.len() >= 30, "only {} captures described", files.len());
+    let mut unmet = Vec::new();
+    let mut checks = 0;
+    for (name, s) in files {
+        checks += 1 + s["expect"].as_array().map_or(0, Vec::len);
+        unmet.extend(check(&dir.join(name), s));
+    }
+    assert!(
+        unmet.is_empty(),
+        "{} of {checks} expectations unmet:\n{}",
+        unmet.len(),
+        unmet.join("\n")
+    );
+}
