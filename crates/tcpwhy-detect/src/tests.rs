@@ -62,9 +62,13 @@ fn drive_without(disabled: &[String], lines: &[Line]) -> Collect {
     for (i, &(ms, from, flags, seq, ack, len, window, sack)) in lines.iter().enumerate() {
         // Every endpoint but the server talks to the server; the server answers C.
         let to = if from == S { C } else { S };
-        // Only the number of SACK blocks reaches the tracker and the detectors.
+        // The number of SACK blocks and the first block's edges reach the tracker and the
+        // detectors.
         let options = TcpOptions {
             sack_count: sack.len() as u8,
+            sack_first: sack
+                .first()
+                .map_or((Seq(0), Seq(0)), |b| (Seq(b.0), Seq(b.1))),
             ..TcpOptions::default()
         };
         let seg = TcpSegment {
@@ -672,4 +676,104 @@ fn per_connection_state_size() {
     // boxed and time-only fields became Ts): a state grown inline shows here. An entry of
     // `States` is 10 cache lines up to 640 bytes.
     assert!(size <= 640, "{size}");
+}
+
+#[test]
+fn a_resend_long_after_the_duplicate_acks_is_a_timeout_and_so_is_backoff() {
+    // sf20_SF20_Trace3's shape: three duplicate ACKs at 21 ms, then silence, and the resend
+    // only 2 s later (10 ms round trip): the retransmission timer, not the ACK clock, sent it.
+    let mut lines = lost_second_segment(3);
+    let resend = lines.len() - 2;
+    lines[resend].0 = 2_021;
+    lines.last_mut().unwrap().0 = 2_031;
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["rto-retransmission"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 2_010 * MS, "from the original at 11 ms");
+    // A fast retransmit (1 ms after the third duplicate) that is itself lost: sent again after
+    // 220 and 440 ms more. The first resend is fast, the two after it are timeouts (backoff).
+    let mut lines = lost_second_segment(3);
+    lines.pop(); // the ACK of everything: the fast resend was lost too
+    lines.push((242, S, ACK, 5101, 1001, 100, 1000, &[]));
+    lines.push((682, S, ACK, 5101, 1001, 100, 1000, &[]));
+    lines.push((692, C, ACK, 1001, 5501, 0, 1000, &[]));
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["fast-retransmit", "rto-retransmission"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 11 * MS);
+    assert_eq!(f[1].details["retransmissions"], 2);
+    assert_eq!(f[1].details["max_backoff"], 1);
+    assert_eq!(f[1].details["waits_ms"], serde_json::json!([220.0, 440.0]));
+    assert_eq!(
+        f[1].cost_ns,
+        (682 - 22) * MS,
+        "from the fast resend on: the two findings add up to the 671 ms the segment took"
+    );
+}
+
+#[test]
+fn a_resend_of_data_the_receiver_had_is_spurious_not_loss() {
+    // Acknowledged before the resend: the timer fired while the ACK was on its way.
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (220, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (221, S, ACK, 5001, 1001, 100, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["spurious-retransmission"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 0);
+    assert_eq!(f[0].details["dsack"], 0);
+    // Resent before any ACK; the receiver's D-SACK (a first block below its cumulative ACK)
+    // then says it got the data twice.
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (230, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (231, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (240, C, ACK, 1001, 5101, 0, 1000, &[(5001, 5101)]),
+    ]));
+    assert_eq!(ids(&f), ["spurious-retransmission"], "{f:?}");
+    assert_eq!(f[0].details["dsack"], 1);
+    assert_eq!(f[0].frames, [4, 5]);
+    // The same without the D-SACK: a timeout.
+    let f = run(&with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (230, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (240, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["rto-retransmission"], "{f:?}");
+}
+
+#[test]
+fn fast_open_data_sent_again_after_the_syn_ack_ignored_it_is_not_loss() {
+    // The SYN carries 50 bytes; the SYN-ACK acknowledges only the SYN (ISN + 1): the client
+    // sends the 50 bytes again after the handshake, as TCP Fast Open falls back (RFC 7413).
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 50, 1000, &[]),
+        (10, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (10, C, ACK | PSH, 1001, 5001, 50, 1000, &[]),
+        (20, S, ACK | PSH, 5001, 1051, 100, 1000, &[]),
+        (21, C, ACK, 1051, 5101, 0, 1000, &[]),
+    ]);
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn a_hole_filled_after_duplicate_acks_is_a_loss_before_the_capture_point() {
+    // Captured at the receiver: the server's second segment (5101..5201) never reaches the
+    // capture point; the client's duplicate ACKs go out at once and the resend arrives a
+    // round trip (10 ms) after the third: fast retransmit of a segment lost upstream.
+    let mut lines = with_hs(&[]);
+    for seq in [5001u32, 5201, 5301, 5401] {
+        lines.push((11, S, ACK, seq, 1001, 100, 1000, &[]));
+        lines.push((11, C, ACK, 1001, 5101, 0, 1000, &[]));
+    }
+    lines.push((21, S, ACK, 5101, 1001, 100, 1000, &[]));
+    lines.push((21, C, ACK, 1001, 5501, 0, 1000, &[]));
+    let f = run(&lines);
+    assert_eq!(ids(&f), ["fast-retransmit"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 10 * MS, "from the hole, seen at 11 ms");
+    // Reordering: the missing segment comes within the same millisecond.
+    let mut lines = with_hs(&[]);
+    lines.push((11, S, ACK, 5001, 1001, 100, 1000, &[]));
+    lines.push((11, S, ACK, 5201, 1001, 100, 1000, &[]));
+    lines.push((11, S, ACK, 5101, 1001, 100, 1000, &[]));
+    lines.push((12, C, ACK, 1001, 5301, 0, 1000, &[]));
+    assert!(run(&lines).is_empty());
 }

@@ -686,7 +686,13 @@ impl Endpoint {
         };
         if end > next {
             if start > next {
-                self.add_hole(next, start, false, at.ts_ns);
+                // A pure ACK whose sequence jumps ahead shows that the bytes before it were sent,
+                // not when: its hole's age runs from the first data segment beyond it.
+                let opened = if len == 0 { i64::MAX } else { at.ts_ns };
+                self.add_hole(next, start, false, opened);
+            }
+            if len > 0 {
+                self.date_holes(start, at.ts_ns);
             }
             let fresh = end.diff(start.max(next)) as u32;
             let fresh_payload = fresh.min(len);
@@ -755,6 +761,19 @@ impl Endpoint {
 
     fn add_hole(&mut self, from: Seq, to: Seq, acked: bool, now: i64) {
         self.unusual().holes.add(from, to, acked, now);
+    }
+
+    /// Holes that end at or before `seq` and were opened by a pure ACK date from `now`: data
+    /// beyond them has come.
+    fn date_holes(&mut self, seq: Seq, now: i64) {
+        if let Some(u) = self.unusual.as_mut() {
+            let h = &mut u.holes;
+            for i in 0..usize::from(h.count) {
+                if h.opened[i] == i64::MAX && h.ranges[i].1 <= seq {
+                    h.opened[i] = now;
+                }
+            }
+        }
     }
 
     /// Take `[from, to)` out of this side's holes; the bytes it filled, and when the oldest

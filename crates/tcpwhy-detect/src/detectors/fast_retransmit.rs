@@ -40,8 +40,7 @@ pub(super) struct FastRetransmits {
 impl FastRetransmits {
     pub fn add(&mut self, r: Retx) {
         self.count += 1;
-        let from = r.original.map_or(r.at.ts_ns, |o| o.ts_ns);
-        self.total_ns += self.covered.add(from, r.at.ts_ns);
+        self.total_ns += self.covered.add(r.from_ns, r.at.ts_ns);
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }
@@ -52,7 +51,7 @@ impl FastRetransmits {
             return;
         };
         let mut f = Finding::new(INFO.id, c);
-        f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
+        f.start_ns = first.from_ns;
         f.end_ns = self.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
         f.cost_ns = self.total_ns;
         f.frames = evidence(&self.seen);

@@ -11,6 +11,7 @@ mod rwnd_limited;
 mod sender_limited;
 mod server_delay;
 mod slow_start_restart;
+mod spurious_retransmission;
 mod syn_refused;
 mod syn_stale_state;
 mod syn_unanswered;

@@ -1,20 +1,82 @@
-//! Retransmissions, classified once for `rto-retransmission` and `fast-retransmit`: when each
-//! segment was first sent, and what the peer's ACKs said before it was sent again.
+//! Retransmissions, classified once for `rto-retransmission`, `fast-retransmit` and
+//! `spurious-retransmission`: when each segment was first sent, what the peer's ACKs said
+//! before it was sent again, and whether the peer had it already.
+//!
+//! - fast: the first resend of a range within about a round trip of the ACK that announced
+//!   the loss (the third duplicate ACK, a SACK block, or a partial ACK during recovery); the
+//!   round trip bounds the time between that ACK at the capture point and the resend there,
+//!   from any vantage point;
+//! - timeout: any other resend, and every resend of a range resent before (backoff);
+//! - spurious: the peer had the data: acknowledged at the capture point before the resend, or
+//!   reported twice by a D-SACK (RFC 2883). Not loss;
+//! - a segment that fills a sequence hole the capture saw open for more than half a round
+//!   trip was lost before the capture point: its resend, timed from when the hole opened;
+//! - data resent after a SYN-ACK that did not accept it in the SYN (TCP Fast Open fallback)
+//!   is not loss either, and is not counted.
 
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
-use super::{ConnState, Recycle};
+use super::spurious_retransmission::{self, Spurious};
+use super::{rtt_ns, ConnState, Recycle, MS};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
-/// A direction's retransmissions, classified: a part of the connection's `Extra` (most
-/// connections retransmit nothing, and every open one holds a State per side).
+/// A direction's retransmissions: a part of the connection's `Extra` (most connections
+/// retransmit nothing, and every open one holds a State per side). Each waits in `list` to be
+/// classified, so that a D-SACK that comes after it can still call it spurious: when the
+/// connection ends, or when `LIST` of them wait (a D-SACK comes within a round trip or two
+/// of the resend; a list that fills sooner is classified with what is known then).
 #[derive(Default, Debug)]
 pub(crate) struct Losses {
+    list: Vec<Retx>,
+    /// Ranges the peer reported receiving twice (D-SACK), at most `LIST`.
+    dsacked: Vec<(Seq, Seq)>,
     fast: FastRetransmits,
     timeouts: Timeouts,
+    spurious: Spurious,
+}
+
+/// Retransmissions waiting to be classified, per direction.
+const LIST: usize = 256;
+
+impl Losses {
+    fn add(&mut self, r: Retx) {
+        if self.list.len() == LIST {
+            self.classify_waiting();
+        }
+        self.list.push(r);
+    }
+
+    fn dsack(&mut self, block: (Seq, Seq)) {
+        if self.dsacked.len() < LIST && !self.dsacked.contains(&block) {
+            self.dsacked.push(block);
+        }
+    }
+
+    /// Every waiting retransmission into its class, in the order they were sent.
+    fn classify_waiting(&mut self) {
+        for mut r in self.list.drain(..) {
+            if self.dsacked.iter().any(|&(a, b)| a < r.end && r.start < b) {
+                r.spurious = true;
+                r.dsack = true;
+            }
+            if r.spurious {
+                self.spurious.add(r);
+            } else if r.fast {
+                self.fast.add(r);
+            } else {
+                self.timeouts.add(r);
+            }
+        }
+    }
+
+    /// The classes, once the connection ended.
+    fn classify(mut self) -> (FastRetransmits, Timeouts, Spurious) {
+        self.classify_waiting();
+        (self.fast, self.timeouts, self.spurious)
+    }
 }
 
 impl Recycle for State {
@@ -94,10 +156,11 @@ impl Sent {
 /// ring is given back).
 const KEEP_SENT: usize = 16;
 
-/// The detector behind both ids: one pass over the segments, one ring per sender.
+/// The detector behind the three ids: one pass over the segments, one ring per sender.
 pub struct Retransmissions {
     fast_on: bool,
     timeouts_on: bool,
+    spurious_on: bool,
 }
 
 impl Default for Retransmissions {
@@ -105,6 +168,7 @@ impl Default for Retransmissions {
         Retransmissions {
             fast_on: true,
             timeouts_on: true,
+            spurious_on: true,
         }
     }
 }
@@ -115,7 +179,7 @@ impl Detector for Retransmissions {
     }
 
     fn also(&self) -> &'static [&'static Info] {
-        static ALSO: [&Info; 1] = [&fast_retransmit::INFO];
+        static ALSO: [&Info; 2] = [&fast_retransmit::INFO, &spurious_retransmission::INFO];
         &ALSO
     }
 
@@ -124,6 +188,8 @@ impl Detector for Retransmissions {
             self.fast_on = false;
         } else if id == rto_retransmission::INFO.id {
             self.timeouts_on = false;
+        } else if id == spurious_retransmission::INFO.id {
+            self.spurious_on = false;
         }
     }
 
@@ -138,13 +204,14 @@ impl Detector for Retransmissions {
         // The sender's own segments, and the peer's ACKs about them.
         for side in [ev.from, ev.from.other()] {
             let st = cs.retx.get(&mut cs.used, side);
-            if let Some(r) = st.on_event(c, side, ev) {
-                let l = cs.extra.get::<Losses>(side);
-                if r.fast {
-                    l.fast.add(r);
-                } else {
-                    l.timeouts.add(r);
+            match st.on_event(c, side, ev) {
+                Some(Event::Retx(r)) => cs.extra.get::<Losses>(side).add(r),
+                Some(Event::Dsack(block)) => {
+                    if let Some(l) = cs.extra.peek_mut::<Losses>(side) {
+                        l.dsack(block);
+                    }
                 }
+                None => {}
             }
         }
     }
@@ -157,11 +224,15 @@ impl Detector for Retransmissions {
             let Some(l) = cs.extra.take::<Losses>(side) else {
                 continue;
             };
+            let (fast, timeouts, spurious) = l.classify();
             if self.timeouts_on {
-                l.timeouts.report(c, side, out);
+                timeouts.report(c, side, out);
             }
             if self.fast_on {
-                l.fast.report(c, side, out);
+                fast.report(c, side, out);
+            }
+            if self.spurious_on {
+                spurious.report(c, side, out);
             }
         }
     }
@@ -171,59 +242,122 @@ impl Detector for Retransmissions {
 const RING: usize = 128;
 
 /// One sender's segments and what the peer's ACKs said about them (its retransmissions are
-/// the connection's `Losses`).
+/// the connection's `Losses`). 48 bytes: times and counts are as narrow as their use allows.
 #[derive(Default, Debug)]
 pub(crate) struct State {
     sent: Sent,
-    /// The peer's highest ACK (once `acked`), duplicate ACKs since it advanced (saturating:
-    /// only "three or more" matters; a byte keeps the state a cache line shorter), SACK seen
-    /// since.
+    /// The peer's highest ACK (valid under `ACKED`).
     last_ack: Seq,
-    acked: bool,
-    dupacks: u8,
-    sacked: bool,
+    /// When the latest ACK that announced a loss came (the third duplicate, a SACK block, a
+    /// partial ACK in recovery), in microseconds of capture time modulo 2^32 (valid under
+    /// `TRIGGERED`): only compared with a time at most seconds later.
+    trigger_us: u32,
     /// The last retransmitted sequence and how often it was sent again (backoff; 0: none
-    /// yet). Without Options: 8 bytes per direction of every connection.
-    last_retx: (Seq, u32),
+    /// yet; saturating).
+    last_retx_seq: Seq,
+    last_retx_n: u16,
+    /// `ACKED`, `SACKED` (SACK seen since the ACK last advanced), `RECOVERING` (a fast
+    /// retransmit happened and data is still outstanding: a partial ACK announces the next
+    /// loss), `TRIGGERED`.
+    flags: u8,
+    /// Duplicate ACKs since the ACK last advanced (saturating: only "three or more" matters).
+    dupacks: u8,
+}
+
+const ACKED: u8 = 1;
+const SACKED: u8 = 2;
+const RECOVERING: u8 = 4;
+const TRIGGERED: u8 = 8;
+/// The first resend of `last_retx_seq` was fast: the timeouts after it count their backoff
+/// from the second resend.
+const FIRST_FAST: u8 = 16;
+
+/// Capture time in microseconds modulo 2^32, as `State::trigger_us` keeps it.
+fn us32(ts_ns: i64) -> u32 {
+    (ts_ns / 1000) as u32
 }
 
 /// A retransmission, classified.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Retx {
+    /// The range's last transmission before this one (the original, or the resend before).
     pub original: Option<At>,
     pub at: At,
-    /// Three duplicate ACKs or SACK before it.
+    /// When the wait began: the original transmission, or, for a segment lost before the
+    /// capture point, when the capture saw the hole it left.
+    pub from_ns: i64,
+    pub start: Seq,
+    pub end: Seq,
+    /// Resent within about a round trip of the ACK that announced the loss.
     pub fast: bool,
+    /// The peer had the data already (acknowledged before the resend; `dsack`: reported twice).
+    pub spurious: bool,
+    pub dsack: bool,
+    /// The capture never saw the original: lost before the capture point.
+    pub upstream: bool,
     /// It was the last segment sent so far (tail loss).
     pub tail: bool,
-    /// How many times this sequence was sent again so far (1 = first retransmission).
-    pub attempt: u32,
+    /// Timeouts of this sequence before this resend (each doubled the timer).
+    pub backoff: u32,
     pub len: u32,
 }
 
+/// What an event tells a sender's state: one of its retransmissions, or a D-SACK block from
+/// its peer.
+pub(crate) enum Event {
+    Retx(Retx),
+    Dsack((Seq, Seq)),
+}
+
 impl State {
-    /// Feed an event seen from `me`'s side of the connection; returns the retransmission if
-    /// this event is one of `me`'s.
+    fn is(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn trigger(&mut self, at: At) {
+        self.trigger_us = us32(at.ts_ns);
+        self.flags |= TRIGGERED;
+    }
+
+    /// Feed an event seen from `me`'s side of the connection.
     #[inline]
-    pub fn on_event(&mut self, c: &Connection, me: Side, ev: &SegmentEvent<'_>) -> Option<Retx> {
+    pub fn on_event(&mut self, c: &Connection, me: Side, ev: &SegmentEvent<'_>) -> Option<Event> {
         let seg = ev.seg;
         if ev.from != me {
             // The peer's ACKs about our data.
-            if seg.flags.ack() && !seg.flags.syn() && !seg.flags.rst() {
-                match self.acked.then_some(self.last_ack) {
-                    Some(a) if seg.ack == a && seg.payload_len == 0 && !seg.flags.fin() => {
-                        self.dupacks = self.dupacks.saturating_add(1);
-                    }
-                    Some(a) if seg.ack <= a => {}
-                    _ => {
-                        self.last_ack = seg.ack;
-                        self.acked = true;
-                        self.dupacks = 0;
-                        self.sacked = false;
+            if !seg.flags.ack() || seg.flags.syn() || seg.flags.rst() {
+                return None;
+            }
+            match self.is(ACKED).then_some(self.last_ack) {
+                Some(a) if seg.ack == a && seg.payload_len == 0 && !seg.flags.fin() => {
+                    self.dupacks = self.dupacks.saturating_add(1);
+                    if self.dupacks == 3 {
+                        self.trigger(ev.at);
                     }
                 }
-                if seg.options.sack_count > 0 {
-                    self.sacked = true;
+                Some(a) if seg.ack <= a => {}
+                _ => {
+                    self.last_ack = seg.ack;
+                    self.flags = (self.flags | ACKED) & !SACKED;
+                    self.dupacks = 0;
+                    let outstanding = c.endpoint(me).next_seq().is_some_and(|n| seg.ack < n);
+                    if self.is(RECOVERING) && outstanding {
+                        // A partial ACK: the next hole is resent at once (RFC 6582).
+                        self.trigger(ev.at);
+                    } else {
+                        self.flags &= !RECOVERING;
+                    }
+                }
+            }
+            let o = &seg.options;
+            if o.sack_count > 0 {
+                if o.sack_first.1 <= seg.ack {
+                    // A D-SACK: data received twice (RFC 2883 section 4).
+                    return Some(Event::Dsack(o.sack_first));
+                }
+                if !self.is(SACKED) {
+                    self.flags |= SACKED;
+                    self.trigger(ev.at);
                 }
             }
             return None;
@@ -233,28 +367,72 @@ impl State {
         }
         let start = seg.seq;
         let end = seg.seq + seg.payload_len;
-        if ev.new_data && !ev.retransmission {
+        let rtt = rtt_ns(c);
+        // A hole filled after more than half a round trip: the retransmission of a segment
+        // lost before the capture point (reordering takes a fraction of a round trip).
+        let upstream =
+            !ev.retransmission && ev.hole_age_ns > rtt.map_or(20 * MS, |r| (r / 2).max(MS));
+        if ev.new_data && !ev.retransmission && !upstream {
             self.sent.push((start, end, ev.at));
             return None;
         }
-        if !ev.retransmission {
+        if !ev.retransmission && !upstream {
             return None;
         }
-        let original = self.sent.find(start).map(|x| x.2);
-        let attempt = match self.last_retx {
-            (s, n) if n > 0 && s == start => n + 1,
-            _ => 1,
+        let original = if upstream {
+            None
+        } else {
+            self.sent.find(start).map(|x| x.2)
         };
-        self.last_retx = (start, attempt);
+        // Data first sent in the SYN, sent again after a SYN-ACK that did not accept it: TCP
+        // Fast Open fell back to a normal handshake; nothing was lost.
+        if me == Side::Client && original.is_some() && original == c.syn() {
+            return None;
+        }
+        let attempt = if self.last_retx_n > 0 && self.last_retx_seq == start {
+            self.last_retx_n.saturating_add(1)
+        } else {
+            1
+        };
+        self.last_retx_seq = start;
+        self.last_retx_n = attempt;
+        // The ACK that announced the loss reaches the capture point at most about a round
+        // trip before the resend does (at the sender, the resend follows it at once).
+        let window = rtt.map_or(200 * MS, |r| r + r / 4 + 20 * MS);
+        let fast = attempt == 1
+            && self.is(TRIGGERED)
+            && i64::from(us32(ev.at.ts_ns).wrapping_sub(self.trigger_us)) * 1000 <= window;
+        if fast {
+            self.flags |= RECOVERING;
+        }
+        if attempt == 1 {
+            self.flags = (self.flags & !FIRST_FAST) | if fast { FIRST_FAST } else { 0 };
+        }
+        // Timeouts of this range before this one: each doubled the timer.
+        let backoff = u32::from(attempt) - 1 - u32::from(attempt > 1 && self.is(FIRST_FAST));
+        // The next resend of this range waits from this one (a backoff ladder's steps).
+        self.sent.push((start, end, ev.at));
+        let peer_acked = c.endpoint(me.other()).max_ack();
         let highest = c.endpoint(me).next_seq().unwrap_or(end);
-        Some(Retx {
+        let from_ns = match original {
+            Some(o) => o.ts_ns,
+            None if upstream => ev.at.ts_ns - ev.hole_age_ns,
+            None => ev.at.ts_ns,
+        };
+        Some(Event::Retx(Retx {
             original,
             at: ev.at,
-            fast: self.dupacks >= 3 || self.sacked,
+            from_ns,
+            start,
+            end,
+            fast,
+            spurious: !upstream && peer_acked.is_some_and(|a| a >= end),
+            dsack: false,
+            upstream,
             tail: end >= highest,
-            attempt,
+            backoff,
             len: seg.payload_len,
-        })
+        }))
     }
 }
 
@@ -318,7 +496,7 @@ mod tests {
             push(l.get(used, side), i);
         }
         l.get(used, side).last_ack = Seq(7);
-        l.get(used, side).acked = true;
+        l.get(used, side).flags = super::ACKED;
         l.get(used, side).dupacks = 2;
         let cap = {
             let st = l.finish(used, side).expect("looked at");
@@ -329,7 +507,7 @@ mod tests {
         let st = l.get(used, side);
         assert_eq!(st.sent.len(), 0);
         assert!(
-            !st.acked && st.dupacks == 0,
+            st.flags == 0 && st.dupacks == 0,
             "no fact of the old connection survives"
         );
         assert_eq!(st.sent.capacity(), cap, "the buffer is kept");

@@ -38,7 +38,9 @@ pub(super) struct Timeouts {
     seen: Vec<Retx>,
     count: u32,
     tail: u32,
-    max_attempt: u32,
+    /// Segments lost before the capture point (their resend filled a hole).
+    upstream: u32,
+    max_backoff: u32,
     total_ns: i64,
     /// Time already counted: waits overlap (backoff on the same sequence, a window of
     /// segments all resent after one timeout) and count once.
@@ -49,9 +51,9 @@ impl Timeouts {
     pub fn add(&mut self, r: Retx) {
         self.count += 1;
         self.tail += u32::from(r.tail);
-        self.max_attempt = self.max_attempt.max(r.attempt);
-        let from = r.original.map_or(r.at.ts_ns, |o| o.ts_ns);
-        self.total_ns += self.covered.add(from, r.at.ts_ns);
+        self.upstream += u32::from(r.upstream);
+        self.max_backoff = self.max_backoff.max(r.backoff);
+        self.total_ns += self.covered.add(r.from_ns, r.at.ts_ns);
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }
@@ -63,10 +65,11 @@ impl Timeouts {
         let waits: Vec<f64> = st
             .seen
             .iter()
-            .filter_map(|r| r.original.map(|o| ms_f(r.at.ts_ns - o.ts_ns)))
+            .filter(|r| r.original.is_some() || r.upstream)
+            .map(|r| ms_f(r.at.ts_ns - r.from_ns))
             .collect();
         let mut f = Finding::new(INFO.id, c);
-        f.start_ns = first.original.map_or(first.at.ts_ns, |o| o.ts_ns);
+        f.start_ns = first.from_ns;
         f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
         f.cost_ns = st.total_ns;
         f.frames = evidence(&st.seen);
@@ -75,7 +78,7 @@ impl Timeouts {
             side_name(c, side),
             st.count,
             st.tail,
-            if st.max_attempt > 1 { format!(", backed off {} times", st.max_attempt - 1) } else { String::new() },
+            if st.max_backoff > 0 { format!(", backed off {} times", st.max_backoff) } else { String::new() },
             if waits.is_empty() {
                 // The original transmissions had left the ring of recent segments (a wide
                 // window): the wait is the gap before the retransmission, counted in the cost.
@@ -90,7 +93,8 @@ impl Timeouts {
             "sender": side.name(),
             "retransmissions": st.count,
             "tail": st.tail,
-            "max_backoff": st.max_attempt.saturating_sub(1),
+            "max_backoff": st.max_backoff,
+            "lost_before_capture_point": st.upstream,
             "waits_ms": waits,
             "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
         });

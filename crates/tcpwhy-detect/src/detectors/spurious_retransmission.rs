@@ -1,0 +1,112 @@
+//! # spurious-retransmission: data sent again that the receiver already had
+//!
+//! **Signal.** A segment is sent again although the receiver had it: the receiver's ACK for
+//! it was captured before the resend, or the receiver reported the resend as received twice
+//! with a D-SACK block (RFC 2883). Nothing was lost. What fired the resend tells the cause: a
+//! retransmission timer that expired before the ACK came back (a delay spike on the path, or
+//! a receiver that held its ACK longer than the sender's RTO: delayed ACKs of 200 ms against
+//! a 200 ms minimum RTO), duplicate ACKs from reordering, or a stack or middlebox that sends
+//! the same data twice within a round trip.
+//!
+//! **Evidence.** The original transmission and the resend. Details: how many, how many proven
+//! by D-SACK, the waits, the round trip, the cause.
+//!
+//! **Cost.** None by itself: the data had arrived, nobody waited for the resend. (A spurious
+//! timeout does cut the sender's congestion window; a slower transfer after it shows in the
+//! other findings.) These resends are not counted as loss by `rto-retransmission` or
+//! `fast-retransmit`.
+//!
+//! **Known false positives.** An ACK captured before the resend at the receiver's side of a
+//! long path may not yet have reached the sender when it resent: the resend was spurious all
+//! the same (the receiver had the data), but the sender could not have known.
+//!
+//! **References.** RFC 2883 (D-SACK), RFC 3522 (Eifel), RFC 5682 (F-RTO); tcp-signatures.md
+//! section 5.
+
+use super::retx::{evidence, Retx};
+use super::{rtt_ns, side_name};
+use crate::finding::{ms, ms_f};
+use crate::{Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{Connection, Side};
+
+pub static INFO: Info = Info {
+    id: "spurious-retransmission",
+    title: "data sent again that the receiver already had (a timer fired too early, reordering)",
+    doc: include_str!("spurious_retransmission.rs"),
+};
+
+const KEEP: usize = 8;
+
+/// One sender's spurious resends (classified once, in `retx::Retransmissions`).
+#[derive(Default, Debug)]
+pub(super) struct Spurious {
+    seen: Vec<Retx>,
+    count: u32,
+    dsack: u32,
+    fast: u32,
+    /// Waits (original to resend), the first `KEEP`.
+    waits: Vec<i64>,
+}
+
+impl Spurious {
+    pub fn add(&mut self, r: Retx) {
+        self.count += 1;
+        self.dsack += u32::from(r.dsack);
+        self.fast += u32::from(r.fast);
+        if r.original.is_some() && self.waits.len() < KEEP {
+            self.waits.push(r.at.ts_ns - r.from_ns);
+        }
+        if self.seen.len() < KEEP {
+            self.seen.push(r);
+        }
+    }
+
+    pub fn report(&self, c: &Connection, side: Side, out: &mut Vec<Finding>) {
+        let (Some(first), Some(last)) = (self.seen.first(), self.seen.last()) else {
+            return;
+        };
+        let rtt = rtt_ns(c);
+        let mut waits = self.waits.clone();
+        waits.sort_unstable();
+        let median = waits.get(waits.len().saturating_sub(1) / 2).copied();
+        let cause = match (median, rtt) {
+            (Some(w), Some(r)) if w * 2 < r => {
+                "the same data was sent twice within a round trip (the sender's stack or a middlebox duplicating it)"
+            }
+            _ if self.fast * 2 > self.count => "duplicate ACKs from reordering announced a loss that was not one",
+            (Some(_), _) => {
+                "the retransmission timer fired before the ACK came back (a delay spike on the path, or the receiver delaying its ACK longer than the sender's RTO)"
+            }
+            (None, _) => "the receiver had the data when it was sent again",
+        };
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = first.from_ns;
+        f.end_ns = last.at.ts_ns;
+        f.cost_ns = 0;
+        f.frames = evidence(&self.seen);
+        f.explanation = format!(
+            "{} sent data again {} time{} that the receiver already had ({} proven by D-SACK, the rest acknowledged before the resend){}: {cause}. Nothing was lost to it.",
+            side_name(c, side),
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            self.dsack,
+            match (median, rtt) {
+                (Some(w), Some(r)) => format!("; waits {} against a {} round trip", ms(w), ms(r)),
+                (Some(w), None) => format!("; waits {}", ms(w)),
+                _ => String::new(),
+            }
+        );
+        f.fix = "nothing was lost: if timers fire early, look for delay spikes on the path or a receiver whose delayed ACK outlasts the sender's RTO (TCP_QUICKACK, a larger rto_min on that route); if reordering, a path that reorders (link bonding, multipath) and keep RACK on (net.ipv4.tcp_recovery=1)".into();
+        f.details = json!({
+            "sender": side.name(),
+            "resends": self.count,
+            "dsack": self.dsack,
+            "after_duplicate_acks": self.fast,
+            "waits_ms": waits.iter().map(|w| ms_f(*w)).collect::<Vec<_>>(),
+            "rtt_ms": rtt.map(ms_f),
+            "cause": cause,
+        });
+        out.push(f);
+    }
+}
