@@ -141,7 +141,9 @@ fn slow_start_restart_named_with_cost() {
     assert_eq!(f.len(), 1, "{f:?}");
     let x = &f[0];
     assert_eq!(x["id"], "slow-start-restart");
-    assert_eq!(x["details"]["first_flight_segments"], 10);
+    // The initial window: 10 segments of 1448 bytes (hand-checked: frames after each idle gap).
+    assert_eq!(x["details"]["first_flight_bytes"], 14480);
+    assert_eq!(x["details"]["burst_bytes"], 1048576);
     assert_eq!(x["details"]["bursts"], 2);
     assert!(
         within_20pct(x["cost_ms"].as_f64().unwrap() / 2.0, 249.5),

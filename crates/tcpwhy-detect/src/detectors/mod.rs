@@ -526,6 +526,11 @@ impl<T: Default, const BIT: u32> PerSide<T, BIT> {
         claim(used, Self::mask(side)).then(|| std::mem::take(self.val(side)))
     }
 
+    /// The state of `side` if the detector has looked at it.
+    pub fn peek_mut(&mut self, used: u32, side: Side) -> Option<&mut T> {
+        (used & Self::mask(side) != 0).then(|| self.val(side))
+    }
+
     /// Like `take`, for a state that keeps allocations: the state is read in place and
     /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
     /// connection in this slot (allocating and freeing them for each of hundreds of

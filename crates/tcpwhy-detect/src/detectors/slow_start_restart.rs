@@ -1,20 +1,34 @@
-//! # slow-start-restart: a flight after an idle gap restarts from the initial window
+//! # slow-start-restart: a burst after an idle gap restarts from the initial window
 //!
 //! **Signal.** On a persistent connection the sender goes quiet for longer than its
-//! retransmission timeout (about RTT + 200 ms on Linux); its next burst starts with a flight
-//! of at most about ten segments (the initial window) although earlier flights were larger,
-//! then doubles every round trip: 10, 20, 40 ... (tcp_slow_start_after_idle=1, RFC 2861).
+//! retransmission timeout (about RTT + 200 ms on Linux); when its next burst of queued data
+//! (a response: it ends at the peer's next data, or at the next idle gap) has more bytes than
+//! its first flight, that first flight is at most half the window the sender had reached
+//! before the gap, and the rest of the burst follows one round trip later, clocked by the
+//! ACKs, the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
+//! initial window, halved once per RTO of idle). Everything is measured in bytes and in time at
+//! the capture point, so it holds from any vantage point and with offloaded super-segments:
+//! the first flight is the bytes within half a round trip of the burst's first byte; the
+//! window the sender reached is the most bytes it sent in one round trip (in quarter
+//! round-trip bins), doubled, or the bytes acknowledged since the restart added to it, when it
+//! was still growing like slow start (each round trip 1.8 times the one before) as the burst
+//! ended.
 //!
-//! **Evidence.** The last data segment before the gap, the first and the last segment of the
-//! first flight after it. Details: the flights (segments per round trip), the largest earlier
-//! flight, the round trips the burst took and would have taken with the earlier window.
+//! **Evidence.** The last data segment before the gap, the burst's first segment, the first
+//! segment after its first flight, its last segment. Details: for each restarted burst, its
+//! bytes, the first flight's bytes, the window before the gap, how long it took and how long
+//! the same bytes would have taken with that window.
 //!
-//! **Cost.** The extra round trips times the RTT, for every burst it happened to.
+//! **Cost.** Time, per burst: how long it took at the capture point against how long the same
+//! bytes take with the earlier window (the round trips that window still needs, plus the
+//! bytes at the fastest rate the sender reached: a quarter round trip's worth of its densest
+//! data). The sum over the bursts it happened to.
 //!
-//! **Known false positives.** An application that writes a response in pieces one round trip
-//! apart looks alike; so does a receiver window that shrank. A window cut by a retransmission
-//! timeout is not counted (the burst after a loss is skipped). Flights are counted from gaps at
-//! the capture point, so the RTT must be known (the handshake was captured).
+//! **Known false positives.** An application that writes a response's first part, then the
+//! rest one round trip later, looks alike (the gap must follow the first flight by 0.6 to 1.5
+//! round trips, as the ACK clock does). Not counted: a burst the receiver's window held
+//! (window below the burst and the earlier window), a burst after a retransmission (the
+//! window was cut by loss), bursts without a known round trip.
 //!
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
@@ -31,151 +45,254 @@ pub static INFO: Info = Info {
     doc: include_str!("slow_start_restart.rs"),
 };
 
-/// A first flight this small (in segments) after idle is a restart from the initial window.
-const RESTART_MAX_SEGMENTS: u32 = 12;
+/// Restarts whose bursts are shown in the finding.
 const KEEP: usize = 4;
-/// Flights remembered per burst; a burst of more round trips is a long transfer, not a
-/// response after idle (later flights are folded into the last one: bounded memory).
-const MAX_FLIGHTS: usize = 64;
 
 /// A burst after an idle gap, as a finding shows it: a part of the connection's `Extra` for
-/// the direction's latest such burst (allocated at its first idle gap and written over at
-/// the next, keeping its list's buffer).
-#[derive(Debug, Clone)]
+/// the direction's latest such burst (allocated at its first idle gap, written over at the
+/// next).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct AfterIdle {
-    /// The last data segment before the gap, the burst's first segment and the last segment
-    /// of its first flight.
+    /// The last data segment before the gap, the burst's first segment, the first segment
+    /// after its first flight, and its last segment so far.
     before_gap: At,
     first: At,
-    first_flight_last: At,
-    /// The largest flight before the burst and the window (bytes) it showed.
-    earlier: (u32, u64),
-    /// Segments per flight (the closed ones).
-    flights: Vec<u32>,
+    second: Option<At>,
+    last: At,
 }
 
-impl AfterIdle {
-    /// The silence before the burst.
-    fn idle_ns(&self) -> i64 {
-        self.first.ts_ns - self.before_gap.ts_ns
+/// A restarted burst, as the finding reports it.
+#[derive(Debug, Clone, Copy)]
+struct Restart {
+    burst: AfterIdle,
+    bytes: u64,
+    first_flight: u32,
+    window_before: u32,
+    took_ns: i64,
+    would_take_ns: i64,
+}
+
+impl Restart {
+    fn cost_ns(&self) -> i64 {
+        self.took_ns - self.would_take_ns
     }
-}
-
-/// One direction: the window it reached and the burst being sent, its flights (round trips)
-/// counted as they close, without a list. What a restart needs shown (when the burst began,
-/// its flights, the window before it) is kept only for a burst after an idle gap, the only
-/// kind that can be one (`AfterIdle`); the first burst of a direction only sets the window
-/// the sender reached (the list and the times of every burst took 112 bytes per direction of
-/// every connection).
-#[derive(Default, Debug)]
-pub(crate) struct State {
-    last_data: Option<At>,
-    /// The largest flight so far (closed flights), and the window (bytes) the sender had
-    /// reached then.
-    largest_flight: u32,
-    largest_flight_bytes: u64,
-    /// The burst: flights so far (at most `MAX_FLIGHTS`: later segments join the last one),
-    /// the one being sent (segments and bytes), the segments of the one before it, and the
-    /// burst's bytes.
-    flights: u8,
-    cur_segments: u32,
-    cur_bytes: u64,
-    prev_segments: u32,
-    burst_bytes: u64,
-    /// The sender retransmitted since the previous burst began: a small window now is loss
-    /// recovery (cwnd cut by a timeout), not a restart after idle.
-    after_loss: bool,
-    loss_seen: bool,
 }
 
 /// The restarts, a part of the connection's `Extra`: most directions have none.
 #[derive(Default, Debug)]
 pub(crate) struct Found {
-    /// Restarts found: (burst, round trips needed with the earlier window).
-    restarts: Vec<(AfterIdle, u32)>,
+    shown: Vec<Restart>,
     count: u32,
-    total_extra_rounds: u32,
+    total_ns: i64,
 }
+
+/// Quarter round-trip bins of a burst: the bytes of the last four.
+const BINS: usize = 4;
+
+/// One direction: the burst being sent (its bytes in quarter round-trip bins, its first
+/// flight) and what the sender reached before it.
+#[derive(Default, Debug)]
+pub(crate) struct State {
+    /// The last new data segment, and how long after the burst's first byte it came
+    /// (microseconds): the burst began at `t0()`.
+    last_data: Option<At>,
+    last_since_us: u32,
+    /// The burst's bytes (saturating).
+    burst_bytes: u32,
+    /// Bytes within half a round trip of `t0`, and when (microseconds after `t0`) the first
+    /// byte after them came (0: not yet).
+    first_flight: u32,
+    second_us: u32,
+    /// The bin width (microseconds: a quarter of the round trip when the burst began), the
+    /// current bin's index since `t0`, the last four bins' bytes (`bins[bin % 4]` is the
+    /// current one).
+    bin_us: u32,
+    bin: u32,
+    bins: [u32; BINS],
+    /// The most bytes in four consecutive bins (one round trip) in this burst; the last
+    /// round-trip sum (bins 4k..4k+3).
+    window: u32,
+    rtt_sum: u32,
+    /// The most bytes in one bin (the densest quarter round trip) in this burst and before it.
+    dense: u32,
+    dense_before: u32,
+    /// The window the sender reached before this burst (bytes), and the receiver's window
+    /// (scaled) when the burst began.
+    window_before: u32,
+    rwnd: u32,
+    flags: u8,
+}
+
+// Bits of `State::flags`.
+/// The burst follows an idle gap.
+const AFTER_IDLE: u8 = 1;
+/// The sender retransmitted since the burst before began: a small window now is loss recovery.
+const AFTER_LOSS: u8 = 2;
+const LOSS_SEEN: u8 = 4;
+/// The peer sent data since this side's last data: the next data is a new burst (a response).
+const PEER_SPOKE: u8 = 8;
+/// The receiver's window at the burst's start is known.
+const RWND: u8 = 16;
+/// The round trip that set `window` carried 1.8 times the one before it (slow start).
+const GROWING: u8 = 32;
 
 #[derive(Default)]
 pub struct SlowStartRestart {}
 
 impl State {
-    /// The current flight is complete: is it the largest yet? (`extra` holds the direction's
-    /// `AfterIdle`, `side` is the direction.)
-    fn close_flight(&mut self, extra: &mut Extras, side: Side) {
-        if self.flights == 0 {
-            return;
-        }
-        let (n, bytes) = (self.cur_segments, self.cur_bytes);
-        if n > self.largest_flight {
-            // Still doubling (slow start) when the burst ran out of data: the window had grown
-            // to about twice this flight by then.
-            let growing =
-                self.flights > 1 && u64::from(n) * 10 >= u64::from(self.prev_segments) * 18;
-            self.largest_flight = n;
-            self.largest_flight_bytes = if growing { bytes * 2 } else { bytes };
-        }
-        self.prev_segments = n;
-        if let Some(idle) = extra.peek_mut::<AfterIdle>(side) {
-            idle.flights.push(n);
+    fn is(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+
+    /// When the burst began.
+    fn t0(&self) -> Option<i64> {
+        self.last_data
+            .map(|l| l.ts_ns - i64::from(self.last_since_us) * 1000)
+    }
+
+    /// Move the bins on to bin `b` (closing the ones before it).
+    fn advance(&mut self, b: u32) {
+        while self.bin < b {
+            self.close_bin();
+            self.bin += 1;
+            self.bins[self.bin as usize % BINS] = 0;
+            if b - self.bin > BINS as u32 {
+                // Four empty bins: nothing to add up in between.
+                self.bins = [0; BINS];
+                self.bin = b;
+            }
         }
     }
 
-    /// A new flight starts with a segment of `len` bytes.
-    fn push(&mut self, len: u64, extra: &mut Extras, side: Side) {
-        self.close_flight(extra, side);
-        self.flights += 1;
-        self.cur_segments = 1;
-        self.cur_bytes = len;
+    /// The current bin is complete: the round trip ending with it, and the densest bin.
+    fn close_bin(&mut self) {
+        let cur = self.bins[self.bin as usize % BINS];
+        self.dense = self.dense.max(cur);
+        let sum = self.bins.iter().fold(0u32, |a, b| a.saturating_add(*b));
+        if sum > self.window {
+            // Growing like slow start: this round trip carried 1.8 times the one before.
+            let growing = u64::from(sum) * 10 >= u64::from(self.rtt_sum) * 18 && self.rtt_sum > 0;
+            self.flags = (self.flags & !GROWING) | if growing { GROWING } else { 0 };
+            self.window = sum;
+        }
+        if self.bin % BINS as u32 == BINS as u32 - 1 {
+            self.rtt_sum = sum;
+        }
     }
 
-    /// Close the current burst: was it a restart (then recorded in `extra` for `side`, this
-    /// state's direction)? Leaves an empty burst (keeping the after-idle record's allocation
-    /// for the next one).
-    fn end_burst(&mut self, extra: &mut Extras, side: Side) {
-        if self.flights == 0 {
-            return;
+    /// The window the sender reached by the end of this burst (bytes): the most it sent in a
+    /// round trip; still growing like slow start, twice that, or the bytes acknowledged in
+    /// slow start since the burst's first flight added to it.
+    fn reached(&self) -> u32 {
+        if self.is(GROWING) {
+            self.burst_bytes
+                .saturating_add(self.first_flight)
+                .max(self.window.saturating_mul(2))
+        } else {
+            self.window
         }
-        self.close_flight(extra, side);
-        let mut restart = None;
-        if let Some(idle) = extra.peek::<AfterIdle>(side) {
-            let first_flight = idle.flights.first().copied().unwrap_or(0);
-            let (largest, largest_bytes) = idle.earlier;
-            if !self.after_loss
-                && self.flights >= 2
-                && first_flight <= RESTART_MAX_SEGMENTS
-                && largest >= 2 * first_flight
-                && largest_bytes > 0
+    }
+
+    /// The burst is over: was it a restart? Returns it if so. Leaves what the next burst
+    /// compares with.
+    fn end_burst(&mut self, extra: &mut Extras, side: Side, rtt: i64) -> Option<Restart> {
+        let t0 = self.t0()?;
+        let last = self.last_data?.ts_ns;
+        self.close_bin();
+        let burst = extra.peek::<AfterIdle>(side).copied();
+        let mut found = None;
+        if let (Some(b), true) = (burst, self.is(AFTER_IDLE) && !self.is(AFTER_LOSS)) {
+            let bytes = u64::from(self.burst_bytes);
+            let w = u64::from(self.window_before);
+            let second = i64::from(self.second_us) * 1000;
+            let dense = self.dense.max(self.dense_before);
+            let held_by_receiver = self.is(RWND) && u64::from(self.rwnd) < bytes.min(w);
+            if w > 0
+                && rtt > 0
+                && bytes > u64::from(self.first_flight)
+                && u64::from(self.first_flight) * 2 <= w
+                && second * 10 >= rtt * 6
+                && second * 2 <= rtt * 3
+                && !held_by_receiver
+                && dense > 0
             {
-                let needed = self.burst_bytes.div_ceil(largest_bytes).max(1) as u32;
-                let actual = u32::from(self.flights);
-                if actual > needed {
-                    // The burst is shown for the first few restarts: copied only for those.
-                    let shown = extra
-                        .peek::<Found>(side)
-                        .is_none_or(|f| f.restarts.len() < KEEP);
-                    restart = Some((needed, actual - needed, shown.then(|| idle.clone())));
+                let took = last - t0;
+                let rounds = bytes.div_ceil(w).max(1) as i64;
+                // The bytes at the densest rate the sender reached: `dense` bytes a bin.
+                let serial =
+                    (bytes as f64 * f64::from(self.bin_us) * 1000.0 / f64::from(dense)) as i64;
+                let would = (rounds - 1) * rtt + serial.min(took);
+                if took - would >= rtt / 2 {
+                    found = Some(Restart {
+                        burst: b,
+                        bytes,
+                        first_flight: self.first_flight,
+                        window_before: self.window_before,
+                        took_ns: took,
+                        would_take_ns: would,
+                    });
                 }
             }
         }
-        if let Some((needed, extra_rounds, burst)) = restart {
-            let f = extra.get::<Found>(side);
-            f.count += 1;
-            f.total_extra_rounds += extra_rounds;
-            if let Some(b) = burst {
-                f.restarts.push((b, needed));
+        if !self.is(AFTER_LOSS) {
+            self.window_before = self.window_before.max(self.reached());
+        }
+        self.dense_before = self.dense_before.max(self.dense);
+        found
+    }
+
+    /// A new burst begins with a segment of `len` bytes at `at`.
+    fn begin(&mut self, at: At, len: u32, rtt: i64, after_idle: bool, rwnd: Option<u32>) {
+        let after_loss = self.is(LOSS_SEEN);
+        *self = State {
+            last_data: Some(at),
+            burst_bytes: len,
+            first_flight: len,
+            bin_us: u32::try_from((rtt / 4 / 1000).max(1)).unwrap_or(u32::MAX),
+            bins: [len, 0, 0, 0],
+            window_before: self.window_before,
+            dense_before: self.dense_before,
+            rwnd: rwnd.unwrap_or(0),
+            flags: if after_idle { AFTER_IDLE } else { 0 }
+                | if after_loss { AFTER_LOSS } else { 0 }
+                | if rwnd.is_some() { RWND } else { 0 },
+            ..State::default()
+        };
+    }
+
+    /// A segment of `len` new bytes at `at` within the burst.
+    fn add(&mut self, at: At, len: u32, rtt: i64, extra: &mut Extras, side: Side) {
+        let Some(t0) = self.t0() else { return };
+        let since = at.ts_ns - t0;
+        if since * 2 < rtt {
+            self.first_flight = self.first_flight.saturating_add(len);
+        } else if self.second_us == 0 {
+            self.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
+            if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
+                b.second = Some(at);
             }
         }
-        self.flights = 0;
-        self.cur_segments = 0;
-        self.cur_bytes = 0;
-        self.prev_segments = 0;
-        self.burst_bytes = 0;
-        self.after_loss = false;
-        if let Some(idle) = extra.peek_mut::<AfterIdle>(side) {
-            idle.flights.clear();
+        let b = u32::try_from(since / 1000 / i64::from(self.bin_us.max(1))).unwrap_or(u32::MAX);
+        self.advance(b);
+        let i = self.bin as usize % BINS;
+        self.bins[i] = self.bins[i].saturating_add(len);
+        self.burst_bytes = self.burst_bytes.saturating_add(len);
+        self.last_data = Some(at);
+        self.last_since_us = u32::try_from(since / 1000).unwrap_or(u32::MAX);
+        if self.is(AFTER_IDLE) {
+            if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
+                b.last = at;
+            }
         }
+    }
+}
+
+fn record(extra: &mut Extras, side: Side, r: Restart) {
+    let f = extra.get::<Found>(side);
+    f.count += 1;
+    f.total_ns += r.cost_ns();
+    if f.shown.len() < KEEP {
+        f.shown.push(r);
     }
 }
 
@@ -192,189 +309,116 @@ impl Detector for SlowStartRestart {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
+        if ev.seg.payload_len > 0 {
+            // The other direction's burst is answered: its next data is a new burst.
+            if let Some(peer) = cs.slow_start_restart.peek_mut(cs.used, ev.from.other()) {
+                peer.flags |= PEER_SPOKE;
+            }
+        }
         if ev.retransmission {
-            cs.slow_start_restart.get(&mut cs.used, ev.from).loss_seen = true;
+            cs.slow_start_restart.get(&mut cs.used, ev.from).flags |= LOSS_SEEN;
             return;
         }
-        if ev.seg.payload_len == 0 || !ev.new_data {
+        if ev.seg.payload_len == 0 || !ev.new_data || ev.seg.flags.syn() {
             return;
         }
         let Some(rtt) = rtt_ns(c) else { return };
-        // Flights are separated by at least half a round trip of silence at the capture point;
-        // idle means longer than Linux's minimum RTO plus the round trip.
-        let flight_gap = (rtt / 2).max(MS);
+        // Idle: longer than Linux's minimum RTO plus the round trip.
         let idle = rtt + 200 * MS;
         let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
-        let gap = st.last_data.map_or(i64::MAX, |t| ev.at.ts_ns - t.ts_ns);
-        let len = u64::from(ev.seg.payload_len);
-        if gap > idle {
-            st.end_burst(&mut cs.extra, ev.from);
-            st.after_loss = std::mem::take(&mut st.loss_seen);
-            if let Some(before_gap) = st.last_data.filter(|_| gap != i64::MAX) {
-                // The record (and its list's buffer) of the previous burst after idle is
-                // written over.
-                let flights = cs
-                    .extra
-                    .peek_mut::<AfterIdle>(ev.from)
-                    .map(|i| std::mem::take(&mut i.flights));
+        let gap = st.last_data.map(|t| ev.at.ts_ns - t.ts_ns);
+        let len = ev.seg.payload_len;
+        let after_idle = gap.is_some_and(|g| g > idle);
+        if gap.is_none() || after_idle || st.is(PEER_SPOKE) {
+            let before_gap = st.last_data;
+            if let Some(r) = st.end_burst(&mut cs.extra, ev.from, rtt) {
+                record(&mut cs.extra, ev.from, r);
+            }
+            let rwnd = c.endpoint(ev.from.other()).window_scaled();
+            let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
+            st.begin(ev.at, len, rtt, after_idle, rwnd);
+            if let (true, Some(before_gap)) = (after_idle, before_gap) {
                 cs.extra.set(
                     ev.from,
                     AfterIdle {
                         before_gap,
                         first: ev.at,
-                        first_flight_last: ev.at,
-                        earlier: (st.largest_flight, st.largest_flight_bytes),
-                        flights: flights.unwrap_or_default(),
+                        second: None,
+                        last: ev.at,
                     },
                 );
             }
-            st.push(len, &mut cs.extra, ev.from);
-        } else if gap > flight_gap && usize::from(st.flights) < MAX_FLIGHTS {
-            st.push(len, &mut cs.extra, ev.from);
-        } else if st.flights > 0 {
-            st.cur_segments += 1;
-            st.cur_bytes += len;
-            if st.flights == 1 {
-                if let Some(i) = cs.extra.peek_mut::<AfterIdle>(ev.from) {
-                    i.first_flight_last = ev.at;
-                }
-            }
+        } else {
+            st.add(ev.at, len, rtt, &mut cs.extra, ev.from);
         }
-        st.burst_bytes += len;
-        st.last_data = Some(ev.at);
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let rtt = rtt_ns(c).unwrap_or(0);
         for side in [Side::Client, Side::Server] {
             let Some(mut st) = cs.slow_start_restart.take(&mut cs.used, side) else {
                 continue;
             };
-            st.end_burst(&mut cs.extra, side);
-            let largest_flight = st.largest_flight;
-            let Some(st) = cs.extra.take::<Found>(side) else {
+            if let Some(r) = st.end_burst(&mut cs.extra, side, rtt) {
+                record(&mut cs.extra, side, r);
+            }
+            let Some(found) = cs.extra.take::<Found>(side) else {
                 continue;
             };
-            let Some((b, needed)) = st.restarts.first().cloned() else {
+            let (Some(first), Some(last)) = (found.shown.first(), found.shown.last()) else {
                 continue;
             };
-            let rtt = rtt_ns(c).unwrap_or(0);
+            let b = first.burst;
             let mut f = Finding::new(INFO.id, c);
             f.start_ns = b.first.ts_ns;
-            f.end_ns = st.restarts.last().map_or(b.first, |r| r.0.first).ts_ns;
-            f.cost_ns = i64::from(st.total_extra_rounds) * rtt;
-            f.frames = [b.before_gap, b.first, b.first_flight_last]
+            f.end_ns = last.burst.last.ts_ns;
+            f.cost_ns = found.total_ns;
+            f.frames = [Some(b.before_gap), Some(b.first), b.second, Some(b.last)]
+                .into_iter()
+                .flatten()
                 .map(|a| a.frame())
-                .to_vec();
+                .collect();
+            f.frames.sort_unstable();
             f.frames.dedup();
+            let kb = |n: u64| format!("{:.1} kB", n as f64 / 1000.0);
             f.explanation = format!(
-                "After {} idle, {} restarted from a {}-segment flight although earlier flights reached {} segments; the burst took {} round trips instead of {} (flights {:?}), {} extra at {} RTT; {} bursts like it, {} lost.",
-                ms(b.idle_ns()),
+                "After {} idle, {} restarted from a {} first flight although its window had reached {}: the {} burst took {} instead of {} ({} round trip); {} burst{} like it, {} lost.",
+                ms(b.first.ts_ns - b.before_gap.ts_ns),
                 side_name(c, side),
-                b.flights.first().copied().unwrap_or(0),
-                largest_flight,
-                b.flights.len(),
-                needed,
-                b.flights,
-                (b.flights.len() as u32).saturating_sub(needed),
+                kb(u64::from(first.first_flight)),
+                kb(u64::from(first.window_before)),
+                kb(first.bytes),
+                ms(first.took_ns),
+                ms(first.would_take_ns),
                 ms(rtt),
-                st.count,
-                ms(f.cost_ns)
+                found.count,
+                if found.count == 1 { "" } else { "s" },
+                ms(found.total_ns)
             );
             f.fix = "set net.ipv4.tcp_slow_start_after_idle=0 in the sending host's (or namespace's) sysctls, or keep the connection busy below the RTO, or use BBR on the sender".into();
             f.details = json!({
                 "sender": side.name(),
-                "bursts": st.count,
-                "first_flight_segments": b.flights.first().copied().unwrap_or(0),
-                "largest_earlier_flight_segments": largest_flight,
-                "flights": b.flights,
-                "round_trips": b.flights.len(),
-                "round_trips_with_earlier_window": needed,
-                "extra_round_trips_total": st.total_extra_rounds,
-                "idle_ms": ms_f(b.idle_ns()),
+                "bursts": found.count,
+                "first_flight_bytes": first.first_flight,
+                "window_before_bytes": first.window_before,
+                "burst_bytes": first.bytes,
+                "took_ms": ms_f(first.took_ns),
+                "would_take_ms": ms_f(first.would_take_ns),
+                "idle_ms": ms_f(b.first.ts_ns - b.before_gap.ts_ns),
                 "rtt_ms": ms_f(rtt),
-                "restarts": st.restarts.iter().map(|(r, need)| json!({
-                    "start_ns": r.first.ts_ns,
-                    "frame": r.first.frame(),
-                    "idle_ms": ms_f(r.idle_ns()),
-                    "flights": r.flights,
-                    "round_trips_with_earlier_window": need,
+                "restarts": found.shown.iter().map(|r| json!({
+                    "start_ns": r.burst.first.ts_ns,
+                    "end_ns": r.burst.last.ts_ns,
+                    "frame": r.burst.first.frame(),
+                    "idle_ms": ms_f(r.burst.first.ts_ns - r.burst.before_gap.ts_ns),
+                    "burst_bytes": r.bytes,
+                    "first_flight_bytes": r.first_flight,
+                    "window_before_bytes": r.window_before,
+                    "took_ms": ms_f(r.took_ns),
+                    "would_take_ms": ms_f(r.would_take_ns),
                 })).collect::<Vec<_>>(),
             });
             out.push(f);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The window rule as the list-keeping version applied it, over all flights of a burst at
-    /// its end: (largest flight, window) after the burst, from the values before it.
-    fn by_list(mut largest: (u32, u64), flights: &[(u32, u64)]) -> (u32, u64) {
-        for (i, &(n, bytes)) in flights.iter().enumerate() {
-            if n > largest.0 {
-                let growing = i > 0 && u64::from(n) * 10 >= u64::from(flights[i - 1].0) * 18;
-                largest = (n, if growing { bytes * 2 } else { bytes });
-            }
-        }
-        largest
-    }
-
-    #[test]
-    fn flights_folded_as_they_close_give_the_window_of_the_whole_list() {
-        // Random bursts of random flights, the state fed one flight at a time (as segments
-        // arrive): after each burst the largest flight and its window equal the rule applied
-        // to the burst's list, and an after-idle burst keeps that list and the window before.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |m: u64| super::super::xorshift_below(&mut x, m);
-        for _ in 0..2000 {
-            let mut st = State::default();
-            let (mut extra, side) = (Extras::default(), Side::Client);
-            let mut want = (0u32, 0u64);
-            for burst in 0..1 + rnd(4) {
-                let flights: Vec<(u32, u64)> = (0..1 + rnd(8))
-                    .map(|_| {
-                        let n = 1 + rnd(40) as u32;
-                        (n, u64::from(n) * (1 + rnd(1448)))
-                    })
-                    .collect();
-                if burst > 0 {
-                    extra.set(
-                        side,
-                        AfterIdle {
-                            before_gap: At::new(1, 0),
-                            first: At::new(2, 0),
-                            first_flight_last: At::new(2, 0),
-                            earlier: want,
-                            flights: Vec::new(),
-                        },
-                    );
-                }
-                for &(n, bytes) in &flights {
-                    // The flight opens with a segment; the rest of it joins it.
-                    st.push(bytes / u64::from(n), &mut extra, side);
-                    st.cur_segments = n;
-                    st.cur_bytes = bytes;
-                    st.burst_bytes += bytes;
-                }
-                if burst > 0 {
-                    let i = extra.peek::<AfterIdle>(side).expect("after idle");
-                    let listed: Vec<u32> =
-                        i.flights.iter().copied().chain([st.cur_segments]).collect();
-                    let segs: Vec<u32> = flights.iter().map(|f| f.0).collect();
-                    assert_eq!(listed, segs);
-                    assert_eq!(i.earlier, want);
-                }
-                want = by_list(want, &flights);
-                st.end_burst(&mut extra, side);
-                assert_eq!(
-                    (st.largest_flight, st.largest_flight_bytes),
-                    want,
-                    "{flights:?} burst {burst}"
-                );
-                assert_eq!(st.flights, 0);
-            }
         }
     }
 }

@@ -243,19 +243,19 @@ impl Windows {
             .map_or(0, |ms| (ms * 1e6) as i64);
         let mut ranges = Vec::new();
         if f.id == "slow-start-restart" && rtt > 0 {
-            // Each restarted burst, flight by flight, with the end of the idle gap before it.
+            // Each restarted burst, with the end of the idle gap before it.
             let restarts = f.details.get("restarts").and_then(|v| v.as_array());
             for r in restarts.into_iter().flatten().take(MAX_PANELS) {
-                let (Some(start), Some(flights)) = (
+                let (Some(start), Some(end)) = (
                     r.get("start_ns").and_then(|v| v.as_i64()),
-                    r.get("flights").and_then(|v| v.as_array()),
+                    r.get("end_ns").and_then(|v| v.as_i64()),
                 ) else {
                     continue;
                 };
                 let idle = r.get("idle_ms").and_then(|v| v.as_f64()).unwrap_or(0.0);
                 ranges.push(Window {
                     from_ns: start - 2 * rtt,
-                    to_ns: start + (flights.len() as i64 + 2) * rtt,
+                    to_ns: end + 2 * rtt,
                     idle_ms: Some(idle),
                 });
             }
