@@ -235,6 +235,11 @@ impl Exchanges {
 }
 
 impl State {
+    /// The bytes of the request being answered (or being sent) now.
+    pub(crate) fn request_bytes(&self) -> u64 {
+        self.req_bytes
+    }
+
     /// Close the exchange (its lost time, in `extra`, goes with it).
     /// `has`: the state's bits of `ConnState::exchange_has`.
     fn close(&mut self, c: &Connection, has: &mut u8, extra: &mut Extras) -> Option<Exchange> {

@@ -7,7 +7,9 @@
 //!
 //! - `retransmission`: it ended with a retransmission (a timeout, or a loss repaired late);
 //! - `zero-window`: the receiver advertised a zero window;
-//! - `receive-window`: the data in flight filled the receiver's open window;
+//! - `receive-window`: the data in flight filled the receiver's open window, or the receiver
+//!   advertised a window below one segment (the sender's silly-window avoidance waits for a
+//!   larger one: the receiver paced it, not the sender's application);
 //! - `delayed-ack`: one small segment in flight, released by the peer's (delayed) ACK;
 //! - `ack-delay`: data in flight, window open, nothing retransmitted, and the ACKs simply
 //!   came late (queueing on the path, lost ACKs, a receiver descheduled);
@@ -95,7 +97,8 @@ pub(crate) struct Dir {
     /// The last new segment's length, saturating: it is only compared with the MSS, which
     /// a 16-bit number holds, so the comparison gives what the full length would.
     last_len: u16,
-    /// `ACTIVE`, `HAS_NXT`, `HAS_UNA`, `HAS_WINDOW`, `ZERO_SEEN`, `PEER_DATA`, `RESPONDING`
+    /// `ACTIVE`, `HAS_NXT`, `HAS_UNA`, `HAS_WINDOW`, `ZERO_SEEN`, `PEER_DATA`, `RESPONDING`,
+    /// `SMALL_SEEN`
     /// (as seven bools, with the length as 32 bits, each direction took 8 bytes more).
     flags: u8,
     last_retx: Ts,
@@ -109,6 +112,9 @@ const HAS_UNA: u8 = 4;
 const HAS_WINDOW: u8 = 8;
 /// The receiver advertised a zero window since the last progress.
 const ZERO_SEEN: u8 = 16;
+/// The receiver advertised a window below one segment (of the sender's MSS) since the last
+/// progress.
+const SMALL_SEEN: u8 = 128;
 /// The peer has sent data on this connection.
 const PEER_DATA: u8 = 32;
 /// This run began after the peer sent data (it answers it).
@@ -167,7 +173,7 @@ impl Stalls {
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
                 d.last_progress = Some(ev.at);
-                d.flags &= !ZERO_SEEN;
+                d.flags &= !(ZERO_SEEN | SMALL_SEEN);
                 d.last_len = u16::try_from(seg.payload_len).unwrap_or(u16::MAX);
                 if d.snd_nxt().is_none_or(|n| end > n) {
                     d.snd_nxt_v = end;
@@ -195,7 +201,7 @@ impl Stalls {
                 d.flags |= HAS_UNA;
                 if d.is(ACTIVE) {
                     d.last_progress = Some(ev.at);
-                    d.flags &= !ZERO_SEEN;
+                    d.flags &= !(ZERO_SEEN | SMALL_SEEN);
                 }
             }
         }
@@ -204,6 +210,8 @@ impl Stalls {
             d.flags |= HAS_WINDOW;
             if w == 0 {
                 d.flags |= ZERO_SEEN;
+            } else if w < u32::from(c.endpoint(ev.from).mss().unwrap_or(536)) {
+                d.flags |= SMALL_SEEN;
             }
         }
     }
@@ -267,6 +275,7 @@ impl Dir {
         let class = match how {
             Resume::Retransmission => StallClass::Retransmission,
             _ if self.is(ZERO_SEEN) || self.window() == Some(0) => StallClass::ZeroWindow,
+            _ if self.is(SMALL_SEEN) => StallClass::ReceiveWindow,
             Resume::NewData if in_flight == 0 => StallClass::SenderLimited,
             _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
             _ if self
@@ -297,6 +306,6 @@ impl Dir {
         });
         // The stall is over: the next one is measured from here.
         self.last_progress = Some(now);
-        self.flags &= !ZERO_SEEN;
+        self.flags &= !(ZERO_SEEN | SMALL_SEEN);
     }
 }

@@ -622,13 +622,14 @@ fn no_stall_in_a_healthy_transfer_or_across_request_and_response() {
 
 #[test]
 fn sender_limited_only_for_pauses_inside_an_answer() {
-    // A request, then a response that stops with everything acknowledged for 500 ms.
+    // A request, then a response that stops after its first 1000 bytes (more than a segment:
+    // without an MSS option, 536 bytes) with everything acknowledged for 500 ms.
     let answer: &[Line] = &[
         (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
-        (21, S, ACK, 5001, 1101, 100, 1000, &[]),
-        (31, C, ACK, 1101, 5101, 0, 1000, &[]),
-        (531, S, ACK | PSH, 5101, 1101, 100, 1000, &[]),
-        (541, C, ACK, 1101, 5201, 0, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+        (531, S, ACK | PSH, 6001, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 6101, 0, 1000, &[]),
     ];
     let f = run(&with_hs(answer));
     assert_eq!(ids(&f), ["sender-limited"]);
@@ -652,13 +653,59 @@ fn sender_limited_only_for_pauses_inside_an_answer() {
     // After a retransmission the sender's pacing may hold the data: left to the loss findings.
     let f = run(&with_hs(&[
         (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
-        (21, S, ACK, 5001, 1101, 100, 1000, &[]),
-        (22, S, ACK, 5001, 1101, 100, 1000, &[]), // sent again
-        (31, C, ACK, 1101, 5101, 0, 1000, &[]),
-        (531, S, ACK | PSH, 5101, 1101, 100, 1000, &[]),
-        (541, C, ACK, 1101, 5201, 0, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (22, S, ACK, 5001, 1101, 1000, 1000, &[]), // sent again
+        (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+        (531, S, ACK | PSH, 6001, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 6101, 0, 1000, &[]),
     ]));
     assert!(!ids(&f).contains(&"sender-limited"), "{f:?}");
+    // A reply line (100 bytes, less than a segment), then the next line 500 ms later: the end
+    // of a message and the next (an FTP '150 Opening', then '226 Complete'), not a pause.
+    let mut lines = with_hs(answer);
+    lines[4].5 = 100;
+    lines[5].4 = 5101;
+    lines[6].3 = 5101;
+    lines[7].4 = 5201;
+    assert!(run(&lines).is_empty(), "{:?}", run(&lines));
+    // A window below one segment (400 bytes, the MSS unknown: 536) when the sender stops: the
+    // receiver's pace, not the sender's (cs_inconsistent_printer's 628-byte windows).
+    let mut small = with_hs(answer);
+    small[5].6 = 400;
+    assert!(
+        !ids(&run(&small)).contains(&"sender-limited"),
+        "{:?}",
+        run(&small)
+    );
+}
+
+#[test]
+fn a_pause_is_named_when_it_stands_out_of_the_senders_cadence() {
+    // sf23_3_IOT_noTLS's shape: after a request, the client uploads 1000 bytes every 100 ms
+    // (its cadence: 5 pauses of 90 ms beyond... of 100 ms each), then waits 1200 ms before the
+    // last piece. The median pause is 100 ms; only the 1200 ms one (12 times it) is named,
+    // costing 1200 - 10 (the round trip) = 1190 ms. SF20_Trace3's shape, a stream whose every
+    // pause is alike, names none.
+    let lines = |gaps: &[i64]| -> Vec<Line> {
+        let mut l = with_hs(&[(11, S, ACK | PSH, 5001, 1001, 100, 1000, &[])]);
+        let (mut t, mut seq) = (20i64, 1001u32);
+        for g in gaps {
+            l.push((t, C, ACK, seq, 5101, 1000, 1000, &[]));
+            seq += 1000;
+            l.push((t + 1, S, ACK, 5101, seq, 0, 1000, &[]));
+            t += g;
+        }
+        l.push((t, C, ACK | PSH, seq, 5101, 1000, 1000, &[]));
+        l
+    };
+    let f = run(&lines(&[100, 100, 100, 100, 100, 1200]));
+    assert_eq!(ids(&f), ["sender-limited"], "{f:?}");
+    assert_eq!(f[0].details["pauses"], 1);
+    assert_eq!(f[0].details["all_pauses"], 6);
+    assert_eq!(f[0].details["median_pause_ms"], 99.0);
+    assert_eq!(f[0].cost_ns, 1189 * MS);
+    let f = run(&lines(&[400, 500, 600, 450, 550, 620]));
+    assert!(f.is_empty(), "{f:?}");
 }
 
 #[test]
@@ -884,4 +931,161 @@ fn request_response_turns_after_idle_are_not_flights_of_one_burst() {
         t += 6;
     }
     assert!(run(&l).is_empty(), "{:?}", run(&l));
+}
+
+#[test]
+fn a_reply_on_someones_timer_is_not_the_server_working() {
+    // A 300-byte request answered by 1200 bytes 500 ms later: the server's time. Each request
+    // starts a turn after 2 s of quiet (a person or a timer could have started it).
+    let after_quiet = |t0: i64, req: u32, resp: u32, after: i64| -> Vec<Finding> {
+        run(&with_hs(&[
+            (t0, C, ACK | PSH, 1001, 5001, req, 1000, &[]),
+            (t0 + 1, S, ACK, 5001, 1001 + req, 0, 1000, &[]),
+            (t0 + after, S, ACK | PSH, 5001, 1001 + req, resp, 1000, &[]),
+            (
+                t0 + 10 + after,
+                C,
+                ACK,
+                1001 + req,
+                5001 + resp,
+                0,
+                1000,
+                &[],
+            ),
+        ]))
+        .into_iter()
+        .filter(|f| f.id == "server-delay")
+        .collect()
+    };
+    let reply = |req: u32, resp: u32, after: i64| after_quiet(2_010, req, resp, after);
+    let f = reply(300, 1200, 500);
+    assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+    assert_eq!(
+        f[0].cost_ns,
+        490 * MS,
+        "less the 10 ms round trip from the capture point (near the client) to the server"
+    );
+    // A typed line (21 bytes) answered by another (9 bytes) 4.9 s later (zeek_irc-dcc-send's
+    // DCC chat): a person, not the server.
+    assert!(reply(21, 9, 4_900).is_empty());
+    // The same short messages 390 ms apart (sf23_3_IOT_noTLS: 4 bytes, then 8): the device
+    // answering, counted.
+    assert_eq!(ids(&reply(4, 8, 390)), ["server-delay"]);
+    // 53 bytes answered by 53 bytes 960 ms later (sf23_5_LocalCtrl_nodly_fail: both sides'
+    // heartbeats on their own timers, crossing): not an answer.
+    assert!(reply(53, 53, 960).is_empty());
+    // A one-byte request sent right after the handshake, answered 3 s later by one byte (the
+    // lab's syn-backlog-full-fixed: the server accept()s late): a machine asked, the server
+    // was slow. Named.
+    assert_eq!(ids(&after_quiet(20, 1, 1, 3_000)), ["server-delay"]);
+}
+
+#[test]
+fn a_withheld_greeting_is_server_time_and_a_late_first_line_is_nobodys() {
+    // SMTP (server port 25): the handshake completes and the server greets 800 ms later
+    // (the client's 20-byte EHLO follows at once).
+    let s25 = (S.0, 25);
+    let mut out = Collect::default();
+    {
+        let mut det = Detectors::new(&[], &mut out);
+        let mut t = Tracker::new(Config::default());
+        let lines: [(i64, bool, u8, u32, u32, u32); 5] = [
+            (0, true, SYN, 1000, 0, 0),
+            (10, false, SYN | ACK, 5000, 1001, 0),
+            (10, true, ACK, 1001, 5001, 0),
+            (810, false, ACK | PSH, 5001, 1001, 40),
+            (811, true, ACK | PSH, 1001, 5041, 20),
+        ];
+        for (i, &(ms, client, flags, seq, ack, len)) in lines.iter().enumerate() {
+            let (from, to) = if client { (C, s25) } else { (s25, C) };
+            let s = TcpSegment {
+                src: from.0,
+                dst: to.0,
+                src_port: from.1,
+                dst_port: to.1,
+                seq: Seq(seq),
+                ack: Seq(ack),
+                flags: TcpFlags(flags),
+                window: 1000,
+                payload_len: len,
+                options: TcpOptions::default(),
+                ip_id: 0,
+                first_fragment: false,
+            };
+            t.segment(&s, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
+        }
+        t.finish_all(&mut det);
+    }
+    let f = out.findings;
+    assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+    assert_eq!(
+        f[0].cost_ns,
+        790 * MS,
+        "less the 10 ms round trip to the server"
+    );
+    assert_eq!(f[0].frames, [3, 4]);
+    // A client whose first line (20 bytes) comes 2 s after the handshake: a person typing or a
+    // pre-opened connection, nobody waiting. 300 ms: the client's own time, named.
+    let first = |after: i64, len: u32| {
+        run(&with_hs(&[
+            (10 + after, C, ACK | PSH, 1001, 5001, len, 1000, &[]),
+            (11 + after, S, ACK | PSH, 5001, 1001 + len, 10, 1000, &[]),
+        ]))
+    };
+    assert!(first(2_000, 20).is_empty());
+    assert_eq!(ids(&first(300, 20)), ["client-delay"]);
+}
+
+#[test]
+fn data_answering_the_peers_new_data_was_not_held_by_nagle() {
+    // The server's small reply (76 bytes), the client's ACK 49.5 ms later, the client's next
+    // request 0.1 ms after that and the server's answer to it (zeek_smb_smb3_multichannel,
+    // frames 1004, 1030, 1031, 1032): the answer followed the new request, not the ACK.
+    let mut lines = with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 204, 1000, &[]),
+        (21, S, ACK | PSH, 5001, 1205, 76, 1000, &[]),
+        (70, C, ACK, 1205, 5077, 0, 1000, &[]),
+        (70, C, ACK | PSH, 1205, 5077, 117, 1000, &[]),
+        (71, S, ACK, 5077, 1322, 100, 1000, &[]),
+    ]);
+    assert!(run(&lines).is_empty(), "{:?}", run(&lines));
+    // Without the new request in between the server's next segment was held: named.
+    lines.remove(6);
+    lines[6].4 = 1205;
+    assert_eq!(ids(&run(&lines)), ["nagle-delayed-ack"]);
+}
+
+#[test]
+fn refusals_cost_from_the_first_syn_to_the_last_reset() {
+    // cs_nowebaccess2's shape: the same SYN refused three times over 1 s.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, S, RST | ACK, 0, 1001, 0, 0, &[]),
+        (500, C, SYN, 1000, 0, 0, 1000, &[]),
+        (501, S, RST | ACK, 0, 1001, 0, 0, &[]),
+        (1000, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1001, S, RST | ACK, 0, 1001, 0, 0, &[]),
+    ]);
+    assert_eq!(ids(&f), ["syn-refused"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 1001 * MS);
+    assert_eq!(f[0].details["refusals"], 3);
+    assert_eq!(f[0].frames, [1, 2, 6]);
+}
+
+#[test]
+fn a_round_trip_of_seconds_is_named_even_behind_a_long_transfer() {
+    // 3.4 s round trip (sv_tcp-rst-unacked-stream's path): one request answered by a transfer
+    // lasting 60 s (17 round trips: not "one to three"). Named: the handshake and one round
+    // trip for the exchange, 6.8 s.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (3_400, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (3_400, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (3_401, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (6_800, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (63_401, S, ACK | PSH, 6001, 1101, 1000, 1000, &[]),
+    ]);
+    let p: Vec<&Finding> = f.iter().filter(|x| x.id == "path-latency").collect();
+    assert_eq!(p.len(), 1, "{f:?}");
+    assert_eq!(p[0].cost_ns, 2 * 3_400 * MS);
 }

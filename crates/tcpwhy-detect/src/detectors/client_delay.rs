@@ -9,9 +9,14 @@
 //!
 //! **Cost.** The wait.
 //!
+//! Not counted: protocols where the server speaks first (its greeting comes first; on their
+//! well-known ports a client that speaks first waited for a greeting withheld, which is the
+//! server's time, `server-delay`), and a first message under 100 bytes a second or more after
+//! the handshake (a person typing the first line of a chat, a device's first status message:
+//! nobody was waiting on the client).
+//!
 //! **Known false positives.** Connection pools open connections ahead of use; their first
-//! request is naturally later (the wait then costs nothing to the user). Protocols where the
-//! server speaks first are skipped (the server's greeting comes first).
+//! request is naturally later (the wait then costs nothing to the user).
 //!
 //! **References.** tcp-signatures.md section 7.
 
@@ -68,7 +73,12 @@ impl Detector for ClientDelay {
             return; // the server spoke first
         }
         let wait = ev.at.ts_ns - hs_ack.ts_ns;
-        if wait >= MIN_DELAY && wait >= 4 * rtt_ns(c).unwrap_or(0) {
+        let person_or_timer = ev.seg.payload_len < 100 && wait >= 1_000 * MS;
+        if wait >= MIN_DELAY
+            && wait >= 4 * rtt_ns(c).unwrap_or(0)
+            && !person_or_timer
+            && !super::server_delay::server_speaks_first(c)
+        {
             cs.extra.set(WHOLE, Late(hs_ack, ev.at));
         }
     }

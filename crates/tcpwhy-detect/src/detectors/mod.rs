@@ -282,6 +282,11 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
         used & Self::MASK != 0
     }
 
+    /// The state, if the detector has looked at it.
+    pub fn peek(&self, used: u32) -> Option<&T> {
+        self.looked(used).then_some(&self.val)
+    }
+
     pub fn take(&mut self, used: &mut u32) -> Option<T> {
         claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
     }

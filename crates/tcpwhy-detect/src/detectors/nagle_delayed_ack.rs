@@ -10,7 +10,8 @@
 //! **Cost.** The ACK delay, on every exchange it happens to.
 //!
 //! **Known false positives.** An application that really writes B only when the ACK arrives
-//! (rare). The delay must exceed 30 ms and three round trips to count.
+//! (rare). The delay must exceed 30 ms and three round trips to count, and B must not follow
+//! data from the peer sent after the ACK (then B answers that data: a new request).
 //!
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
 //! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
@@ -80,6 +81,11 @@ impl Detector for NagleDelayedAck {
         let st = cs.nagle_delayed_ack.get(&mut cs.used);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
+            // Data from this side after the peer's late ACK: what the peer sends next answers
+            // it (a new request), it was not held for the ACK.
+            if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
+                f.acked = None;
+            }
             if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
                 if let Some((a, ack, delay)) = f.acked.take() {
                     if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {

@@ -8,8 +8,12 @@
 //! **Evidence.** The handshake and the first exchange. Details: the RTT, the exchanges and
 //! their latencies in round trips.
 //!
-//! **Cost.** The round trips: for each exchange, its latency rounded down to whole RTTs (at
-//! most the latency), plus the handshake.
+//! A round trip of a second or more (a satellite hop, a congested mobile link, a tunnel) is
+//! named whatever the exchanges look like: then each exchange longer than three round trips
+//! counts one.
+//!
+//! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
+//! the latency), plus the handshake.
 //!
 //! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
 //! latency; its cure is on the path, not in the end hosts.
@@ -29,6 +33,8 @@ pub static INFO: Info = Info {
 };
 
 const MIN_RTT: i64 = 30 * MS;
+/// A round trip this long is named even when the exchanges are long transfers.
+const LONG_RTT: i64 = 1_000 * MS;
 const KEEP: usize = 64;
 
 #[derive(Default, Debug)]
@@ -123,11 +129,24 @@ impl Detector for PathLatency {
         let mut sorted = exchanges.clone();
         sorted.sort_unstable();
         let median = sorted[(sorted.len() - 1) / 2];
-        // Dominated by the path: the typical exchange is one to three round trips.
-        if median > 3 * rtt + rtt / 2 {
+        // Dominated by the path: the typical exchange is one to three round trips. A round
+        // trip of a second or more is named whatever the exchanges did: every exchange pays at
+        // least one (the longer ones are transfers, counted as one round trip each).
+        let long_path = rtt >= LONG_RTT;
+        if median > 3 * rtt + rtt / 2 && !long_path {
             return;
         }
-        let rounds: Vec<i64> = exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
+        let rounds: Vec<i64> = exchanges
+            .iter()
+            .map(|l| {
+                let n = (l + rtt / 4) / rtt;
+                if long_path && n > 3 {
+                    1
+                } else {
+                    n
+                }
+            })
+            .collect();
         let hs = c.handshake_rtt_ns().unwrap_or(0);
         let cost = hs
             + exchanges

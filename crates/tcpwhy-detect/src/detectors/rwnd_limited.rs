@@ -8,8 +8,10 @@
 //! **Evidence.** The first segment that filled the window and the next one sent after the
 //! wait. Details: how often, the advertised windows, the RTT.
 //!
-//! **Cost.** The time the sender sat with a full window (from filling it to its next segment,
-//! when that wait exceeds a quarter of the RTT).
+//! **Cost.** The time the sender sat with a full window: from filling it to the ACK that
+//! reopened it by a segment (or to the sender's next segment, if that came first), when that
+//! wait exceeds a quarter of the RTT; or, where the receiver held the sender far longer than a
+//! round trip, the transfer's stalls at the window beyond a round trip, if they add up to more.
 //!
 //! **Known false positives.** Needs the handshake (window scale); a sender that is also
 //! application-limited right at the edge looks alike now and then, hence at least 3 waits.
@@ -19,6 +21,7 @@
 
 use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
+use crate::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -42,8 +45,10 @@ pub(crate) struct State {
     /// The right edge of the window the peer last advertised (ack + scaled window); valid
     /// once `max_window` is above 0 (both are set together, by a window above 0).
     edge: [Seq; 2],
-    /// The last and the largest window the peer advertised (scaled).
-    window: [u32; 2],
+    /// How long the sender waited at the full window before the window reopened, in
+    /// microseconds (0: not reopened yet): the wait counts if the sender sends again.
+    reopened_us: [u32; 2],
+    /// The largest window the peer advertised (scaled).
     max_window: [u32; 2],
 }
 
@@ -53,10 +58,25 @@ pub(crate) struct Found {
     first: Option<(At, At)>,
     waits: u32,
     total_ns: i64,
+    /// The transfer's stalls at the receiver's window (gaps beyond two round trips with the
+    /// window full or below one segment): their number and their time beyond a round trip.
+    stalls: u32,
+    stall_ns: i64,
 }
 
 #[derive(Default)]
 pub struct RwndLimited {}
+
+/// `sender` filled the window at `full`, waited `wait` for it to reopen, and sent again at
+/// `next`.
+fn add_wait(cs: &mut ConnState, c: &Connection, sender: Side, full: At, next: At, wait: i64) {
+    if wait > (rtt_ns(c).unwrap_or(0) / 4).max(MS) {
+        let f = cs.extra.get::<Found>(sender);
+        f.waits += 1;
+        f.total_ns += wait;
+        f.first.get_or_insert((full, next));
+    }
+}
 
 impl Detector for RwndLimited {
     fn info(&self) -> &'static Info {
@@ -82,8 +102,21 @@ impl Detector for RwndLimited {
                 let st = cs.rwnd_limited.get(&mut cs.used);
                 let i = sender as usize;
                 st.edge[i] = seg.ack + w.min(u32::MAX / 2);
-                st.window[i] = w;
                 st.max_window[i] = st.max_window[i].max(w);
+                // The window reopened: room for a segment (or half the largest window, what a
+                // sender avoiding silly windows waits for) beyond what the sender has sent.
+                // The wait for it ends here; it counts if the sender sends again (it had more
+                // to send).
+                if let (Some(full), Some(nxt), 0) =
+                    (st.full[i], c.endpoint(sender).next_seq(), st.reopened_us[i])
+                {
+                    let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(536));
+                    let room = i64::from(st.edge[i].diff(nxt));
+                    if room >= i64::from(mss.min(st.max_window[i] / 2).max(1)) {
+                        let us = ((ev.at.ts_ns - full.ts_ns) / 1000).max(1);
+                        st.reopened_us[i] = u32::try_from(us).unwrap_or(u32::MAX);
+                    }
+                }
             }
         }
         if seg.payload_len == 0 || !ev.new_data {
@@ -92,20 +125,30 @@ impl Detector for RwndLimited {
         let st = cs.rwnd_limited.get(&mut cs.used);
         let i = ev.from as usize;
         if let Some(full) = st.full[i].take() {
-            let wait = ev.at.ts_ns - full.ts_ns;
-            if wait > (rtt_ns(c).unwrap_or(0) / 4).max(MS) {
-                let f = cs.extra.get::<Found>(ev.from);
-                f.waits += 1;
-                f.total_ns += wait;
-                f.first.get_or_insert((full, ev.at));
-            }
+            // The wait ended when the window reopened, or, with no window update seen (an ACK
+            // the capture missed, a sender probing), with this data.
+            let wait = match std::mem::take(&mut st.reopened_us[i]) {
+                0 => ev.at.ts_ns - full.ts_ns,
+                us => i64::from(us) * 1000,
+            };
+            add_wait(cs, c, ev.from, full, ev.at, wait);
         }
+        let st = cs.rwnd_limited.get(&mut cs.used);
         let end = seg.seq + seg.payload_len;
         if st.max_window[i] > 0 {
             let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
             if end >= st.edge[i] - mss / 2 {
                 st.full[i] = Some(ev.at);
             }
+        }
+    }
+
+    fn stall(&mut self, cs: &mut ConnState, _c: &Connection, s: &Stall, _out: &mut Vec<Finding>) {
+        if s.class == StallClass::ReceiveWindow {
+            let f = cs.extra.get::<Found>(s.sender);
+            f.stalls += 1;
+            f.stall_ns += s.cost_ns;
+            f.first.get_or_insert((s.start, s.end));
         }
     }
 
@@ -121,14 +164,20 @@ impl Detector for RwndLimited {
             let Some((full, next)) = found.first else {
                 continue;
             };
-            if found.waits < MIN_WAITS {
+            if found.waits < MIN_WAITS && found.stalls < MIN_WAITS {
                 continue;
             }
+            // The waits at the window edge, or, where the receiver held the sender far longer
+            // than a round trip (a receiver that drains slowly: its window shrank below a
+            // segment), the stalls' time beyond a round trip: whichever saw more of it (the
+            // two measure the same waits, so they are not added).
+            let total_ns = found.total_ns.max(found.stall_ns);
+            let waits = found.waits.max(found.stalls);
             let rtt = rtt_ns(c).unwrap_or(0);
             let mut f = Finding::new(INFO.id, c);
             f.start_ns = full.ts_ns;
             f.end_ns = c.last.ts_ns;
-            f.cost_ns = found.total_ns;
+            f.cost_ns = total_ns;
             f.frames = vec![full.frame(), next.frame()];
             let rate = if rtt > 0 {
                 f64::from(st.max_window[i]) * 8.0 / (rtt as f64 / 1e9) / 1e6
@@ -139,17 +188,16 @@ impl Detector for RwndLimited {
                 "{} filled the peer's receive window ({} bytes at most) {} times and waited {} in all for it to move; at a {} round trip that window caps the rate near {:.0} Mbit/s.",
                 side_name(c, side),
                 st.max_window[i],
-                found.waits,
-                ms(found.total_ns),
+                waits,
+                ms(total_ns),
                 ms(rtt),
                 rate
             );
             f.fix = "let the receiver's buffer grow (net.ipv4.tcp_rmem maximum, no fixed SO_RCVBUF in the receiving application, window scaling on) to at least the bandwidth-delay product".into();
             f.details = json!({
                 "sender": side.name(),
-                "waits": found.waits,
+                "waits": waits,
                 "max_window_bytes": st.max_window[i],
-                "last_window_bytes": st.window[i],
                 "rtt_ms": ms_f(rtt),
             });
             out.push(f);

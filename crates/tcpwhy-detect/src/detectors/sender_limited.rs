@@ -1,16 +1,24 @@
 //! # sender-limited: the sender paused in the middle of its answer
 //!
-//! **Signal.** A response (data that follows the peer's request) stops in the middle: every
-//! byte sent so far is acknowledged, the receiver's window is open, nothing is retransmitted,
-//! and the sender sends nothing until, well beyond a round trip later (at least 50 ms and 4
-//! round trips more), it resumes with new data. TCP was ready; the sender had no data to give
-//! it. Classified from the transfer's stalls (gaps without progress, TAPO's "data
-//! unavailable").
+//! **Signal.** A response (data that follows the peer's request) stops in the middle of a
+//! transfer: at least one full segment of it sent, every byte acknowledged, the receiver's
+//! window open to at least a segment, nothing retransmitted, and the sender sends nothing
+//! until, well beyond a round trip later (at least 50 ms and 4 round trips more), it resumes
+//! with new data. TCP was ready; the sender had no data to give it. Classified from the
+//! transfer's stalls (gaps without progress, TAPO's "data unavailable").
+//!
+//! An application's own schedule is not a finding: a sender that pauses again and again (a
+//! stream written in pieces, periodic uploads, a person typing) shows its cadence in the
+//! pauses themselves. With three pauses or more in a direction, only those at least four times
+//! the median pause are named (a one-off stall in a cadence); with fewer, each. A pause after
+//! a message smaller than one segment (a protocol's reply line, a typed line) is the end of a
+//! message, not a pause inside a transfer.
 //!
 //! **Evidence.** The ACK that left nothing in flight (or the last data segment) and the data
-//! that resumed, for each pause. Details: pauses, their lengths, bytes sent before them.
+//! that resumed, for each pause named. Details: pauses, their lengths, bytes sent before them,
+//! the median pause of the direction.
 //!
-//! **Cost.** Each pause less one round trip.
+//! **Cost.** Each pause named, less one round trip.
 //!
 //! **Known false positives.** The wire cannot tell the application from the sender's own
 //! stack: a pacing rate collapsed after a loss (BBR after a timeout sends about one segment per
@@ -18,7 +26,9 @@
 //! server that streams on its own schedule after a request (long polling, server push). A
 //! stream that never follows a request is not checked, nor a pause within 3 s after the sender
 //! retransmitted (after a timeout BBR's collapsed bandwidth estimate paces data out slowly:
-//! seen in the lab's tail-loss capture, frames 140-142; the retransmission findings own it).
+//! seen in the lab's tail-loss capture, frames 140-142; the retransmission findings own it),
+//! nor a pause while the receiver's window was below a segment (that is the receiver's pace:
+//! `rwnd-limited`).
 //!
 //! **References.** Zhou et al., "Demystifying and Mitigating TCP Stalls at the Server Side"
 //! (TAPO, CoNEXT 2015); tcp-signatures.md section 7.
@@ -38,15 +48,21 @@ pub static INFO: Info = Info {
 
 const MIN_PAUSE: i64 = 50 * MS;
 const KEEP: usize = 16;
+/// Pause lengths kept per direction for the median (later pauses are not compared).
+const LENGTHS: usize = 256;
 /// Pauses this soon after the sender's last retransmission may be its pacing, not its data.
 const AFTER_LOSS: i64 = 3_000 * MS;
+/// A pause at least this many times the direction's median pause stands out of its cadence.
+const OUTLIER: i64 = 4;
 
 /// A direction's pauses: a part of the connection's `Extra` (most directions have none).
 #[derive(Default, Debug)]
 pub(crate) struct State {
+    /// The first pauses, for evidence.
     pauses: Vec<Stall>,
+    /// Every pause's (gap, cost) in microseconds, the first `LENGTHS`.
+    lengths: Vec<(u32, u32)>,
     count: u32,
-    total_ns: i64,
 }
 
 #[derive(Default)]
@@ -68,9 +84,17 @@ impl Detector for SenderLimited {
         {
             return;
         }
+        // A message smaller than a segment before the pause: the end of a message.
+        let mss = u64::from(c.endpoint(s.sender.other()).mss().unwrap_or(536));
+        if s.run_bytes < mss {
+            return;
+        }
         let st = cs.extra.get::<State>(s.sender);
         st.count += 1;
-        st.total_ns += s.cost_ns;
+        if st.lengths.len() < LENGTHS {
+            let us = |ns: i64| u32::try_from(ns / 1000).unwrap_or(u32::MAX);
+            st.lengths.push((us(s.gap_ns), us(s.cost_ns)));
+        }
         if st.pauses.len() < KEEP {
             st.pauses.push(s.clone());
         }
@@ -81,28 +105,61 @@ impl Detector for SenderLimited {
             let Some(st) = cs.extra.take::<State>(side) else {
                 continue;
             };
-            let (Some(first), Some(last)) = (st.pauses.first(), st.pauses.last()) else {
+            let mut gaps: Vec<u32> = st.lengths.iter().map(|l| l.0).collect();
+            gaps.sort_unstable();
+            let median_us = gaps
+                .get(gaps.len().saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(0);
+            // Three pauses or more are a cadence: only those standing out of it count.
+            let floor_us = if st.count >= 3 {
+                i64::from(median_us) * OUTLIER
+            } else {
+                0
+            };
+            let named = |gap_us: i64| gap_us >= floor_us;
+            let count = st.lengths.iter().filter(|l| named(i64::from(l.0))).count();
+            let total_ns: i64 = st
+                .lengths
+                .iter()
+                .filter(|l| named(i64::from(l.0)))
+                .map(|l| i64::from(l.1) * 1000)
+                .sum();
+            let shown: Vec<&Stall> = st
+                .pauses
+                .iter()
+                .filter(|p| named(p.gap_ns / 1000))
+                .collect();
+            let (Some(first), Some(last)) = (shown.first(), shown.last()) else {
                 continue;
             };
             let mut f = Finding::new(INFO.id, c);
             f.start_ns = first.start.ts_ns;
             f.end_ns = last.end.ts_ns;
-            f.cost_ns = st.total_ns;
-            f.frames = st
-                .pauses
+            f.cost_ns = total_ns;
+            f.frames = shown
                 .iter()
                 .flat_map(|p| [p.start.frame(), p.end.frame()])
                 .collect();
             f.frames.dedup();
             f.explanation = format!(
-                "{} paused {} time{} in the middle of its answer with everything acknowledged and the window open (longest {}, {} after {} bytes); {} lost waiting for its data, not for TCP.",
+                "{} paused {} time{} in the middle of its answer with everything acknowledged and the window open (longest {}, {} after {} bytes{}); {} lost waiting for its data, not for TCP.",
                 side_name(c, side),
-                st.count,
-                if st.count == 1 { "" } else { "s" },
-                ms(st.pauses.iter().map(|p| p.gap_ns).max().unwrap_or(0)),
-                if st.pauses.len() > 1 { "the first" } else { "it came" },
+                count,
+                if count == 1 { "" } else { "s" },
+                ms(shown.iter().map(|p| p.gap_ns).max().unwrap_or(0)),
+                if shown.len() > 1 { "the first" } else { "it came" },
                 first.run_bytes,
-                ms(st.total_ns)
+                if st.count >= 3 {
+                    format!(
+                        "; its {} pauses have a median of {}",
+                        st.count,
+                        ms(i64::from(median_us) * 1000)
+                    )
+                } else {
+                    String::new()
+                },
+                ms(total_ns)
             );
             f.fix = format!(
                 "find what the {} application waits for between writes (a database, a disk, a lock, a slow producer, logging); if it follows a loss, the sender's pacing (BBR) may be holding the data: check its host with `ss -ti`",
@@ -111,9 +168,11 @@ impl Detector for SenderLimited {
             .into();
             f.details = json!({
                 "sender": side.name(),
-                "pauses": st.count,
-                "pause_ms": st.pauses.iter().map(|p| ms_f(p.gap_ns)).collect::<Vec<_>>(),
-                "bytes_before": st.pauses.iter().map(|p| p.run_bytes).collect::<Vec<_>>(),
+                "pauses": count,
+                "pause_ms": shown.iter().map(|p| ms_f(p.gap_ns)).collect::<Vec<_>>(),
+                "bytes_before": shown.iter().map(|p| p.run_bytes).collect::<Vec<_>>(),
+                "all_pauses": st.count,
+                "median_pause_ms": ms_f(i64::from(median_us) * 1000),
             });
             out.push(f);
         }

@@ -12,6 +12,17 @@
 //!
 //! **Cost.** The server time of each slow exchange (the wait less the round trip).
 //!
+//! A server that speaks first (SMTP, FTP, POP3, IMAP, MySQL, SSH on their ports) owes its
+//! greeting once the handshake completes: a greeting withheld is the server's time too.
+//!
+//! Not counted, as a careful reader of the packets would not: a reply that is not the server
+//! working but someone's timer or a person, to a request that began after a second or more of
+//! quiet from the server (a turn a person or a timer started, not a machine asking right after
+//! connecting or after the last answer): a message under 100 bytes answering a message under
+//! 100 bytes a second or more later (a person typing in a chat, a device's status message),
+//! and a reply exactly as long as a request of at most 200 bytes (keepalives or heartbeats
+//! that both sides send on their own timers, crossing).
+//!
 //! **Known false positives.** Protocols where the server speaks on its own schedule (server
 //! push, streaming, long polling) look like slow answers. The capture point's share of the
 //! round trip comes from the handshake; without a handshake the whole gap is counted.
@@ -32,6 +43,26 @@ pub static INFO: Info = Info {
 
 const MIN_DELAY: i64 = 50 * MS;
 const KEEP: usize = 8;
+/// Messages smaller than this are lines or status words, not work products.
+const TINY: u64 = 100;
+/// A reply this long, exactly as long as its request, is a keepalive crossing another.
+const KEEPALIVE_MAX: u64 = 200;
+
+/// `ConnState::server_delay_exchanges` bit: the request now waiting began after a second or
+/// more of quiet from the server (a person or a timer starting a turn, not a machine asking
+/// right after connecting or right after the last answer).
+const QUIET: u32 = 1 << 31;
+
+/// Ports of protocols whose server speaks first: FTP, SSH, SMTP (25, 465, 587), POP3 (110,
+/// 995), NNTP, IMAP (143, 993), MySQL, VNC.
+pub(crate) const SERVER_FIRST: [u16; 13] = [
+    21, 22, 25, 110, 119, 143, 465, 587, 993, 995, 3306, 5900, 2525,
+];
+
+/// The server speaks first on `c`'s port.
+pub(crate) fn server_speaks_first(c: &Connection) -> bool {
+    SERVER_FIRST.contains(&c.server.port)
+}
 
 #[derive(Default, Debug)]
 pub(crate) struct State {
@@ -40,7 +71,7 @@ pub(crate) struct State {
     /// The server's pure ACK of it, if one came before the response.
     acked: Option<At>,
     // The exchanges seen so far are `ConnState::server_delay_exchanges` (in padding there;
-    // here they made the state 8 bytes longer).
+    // here they made the state 8 bytes longer), its top bit `QUIET`.
 }
 
 /// The slow answers (a part of the connection's `Extra`): most connections have none.
@@ -70,9 +101,26 @@ impl Detector for ServerDelay {
         if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
             return;
         }
+        let request_bytes = cs.exchange.peek(cs.used).map_or(0, |x| x.request_bytes());
         let st = cs.server_delay.get(&mut cs.used);
+        if ev.from == Side::Client
+            && c.handshake.ack == Some(ev.at)
+            && server_speaks_first(c)
+            && c.server.unique_bytes == 0
+        {
+            // The handshake is complete: the server owes its greeting.
+            st.request_last = Some(ev.at);
+            st.acked = None;
+            return;
+        }
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
+                if st.request_last.is_none() {
+                    // The request's first segment: how long the server had been quiet.
+                    let quiet = ev.at.ts_ns - c.server.last_ts >= 1_000 * MS;
+                    let n = &mut cs.server_delay_exchanges;
+                    *n = (*n & !QUIET) | if quiet { QUIET } else { 0 };
+                }
                 st.request_last = Some(ev.at);
                 st.acked = None;
             }
@@ -92,12 +140,20 @@ impl Detector for ServerDelay {
                 let Some(req) = st.request_last.take() else {
                     return;
                 };
+                let quiet_before = cs.server_delay_exchanges & QUIET != 0;
                 cs.server_delay_exchanges += 1;
                 // The capture point's round trip to the server, from the handshake split.
                 let far = c.syn_to_syn_ack_ns().unwrap_or(0);
                 let rtt = rtt_ns(c).unwrap_or(0);
                 let server_time = ev.at.ts_ns - req.ts_ns - far;
-                if server_time >= MIN_DELAY && server_time >= 4 * rtt {
+                let reply = u64::from(ev.seg.payload_len);
+                let greeting = request_bytes == 0;
+                // Someone's timer or a person, not the server working (module documentation).
+                let person_or_timer = !greeting
+                    && quiet_before
+                    && ((request_bytes < TINY && reply < TINY && server_time >= 1_000 * MS)
+                        || (reply == request_bytes && reply <= KEEPALIVE_MAX));
+                if server_time >= MIN_DELAY && server_time >= 4 * rtt && !person_or_timer {
                     let acked = st.acked;
                     let f = cs.extra.get::<Found>(WHOLE);
                     f.count += 1;
@@ -116,7 +172,7 @@ impl Detector for ServerDelay {
         if cs.server_delay.take(&mut cs.used).is_none() {
             return;
         }
-        let exchanges = cs.server_delay_exchanges;
+        let exchanges = cs.server_delay_exchanges & !QUIET;
         let Some(st) = cs.extra.take::<Found>(WHOLE) else {
             return;
         };

@@ -5,15 +5,15 @@
 //!
 //! **Evidence.** The SYN and the RST. Details: how many SYNs were refused.
 //!
-//! **Cost.** From the first SYN to the reset: small, but the request failed; clients that
-//! retry with backoff turn this into seconds.
+//! **Cost.** From the first SYN to the last reset: one round trip when the client gives up at
+//! once, seconds when it sends the same SYN again with backoff and is refused each time.
 //!
 //! **Known false positives.** A listener whose accept queue is full with
 //! net.ipv4.tcp_abort_on_overflow=1 also answers with resets.
 //!
 //! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
 
-use super::{ConnState, WHOLE};
+use super::{side_name, ConnState, WHOLE};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -31,6 +31,7 @@ pub static INFO: Info = Info {
 pub(crate) struct Refused {
     refusals: u32,
     first_rst: Option<At>,
+    last_rst: Option<At>,
 }
 
 #[derive(Default)]
@@ -61,6 +62,7 @@ impl Detector for SynRefused {
             let st = cs.extra.get::<Refused>(WHOLE);
             st.refusals += 1;
             st.first_rst.get_or_insert(ev.at);
+            st.last_rst = Some(ev.at);
         }
     }
 
@@ -68,25 +70,33 @@ impl Detector for SynRefused {
         let Some(st) = cs.extra.take::<Refused>(WHOLE) else {
             return;
         };
-        let (Some(syn), Some(rst)) = (cs.first_syn(c), st.first_rst) else {
+        let (Some(syn), Some(rst), Some(last)) = (cs.first_syn(c), st.first_rst, st.last_rst)
+        else {
             return;
         };
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = syn.ts_ns;
-        f.end_ns = rst.ts_ns;
-        f.cost_ns = rst.ts_ns - syn.ts_ns;
+        // The client tried until the last refusal: the whole ladder is lost.
+        f.end_ns = last.ts_ns;
+        f.cost_ns = last.ts_ns - syn.ts_ns;
         f.frames = vec![syn.frame(), rst.frame()];
-        f.explanation = format!(
-            "The server {}:{} refused the connection with a reset {} after the SYN{}.",
-            c.server.addr,
-            c.server.port,
-            ms(f.cost_ns),
-            if st.refusals > 1 {
-                format!(" ({} times)", st.refusals)
-            } else {
-                String::new()
-            }
-        );
+        if last != rst {
+            f.frames.push(last.frame());
+        }
+        f.explanation = if st.refusals > 1 {
+            format!(
+                "The server {} refused the connection with a reset {} times; the client tried for {} from its first SYN to the last reset.",
+                side_name(c, Side::Server),
+                st.refusals,
+                ms(f.cost_ns)
+            )
+        } else {
+            format!(
+                "The server {} refused the connection with a reset {} after the SYN.",
+                side_name(c, Side::Server),
+                ms(f.cost_ns)
+            )
+        };
         f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
         f.details = json!({"refusals": st.refusals});
         out.push(f);
