@@ -575,7 +575,10 @@ pub fn port_reuse_risk(s: &Snapshot, out: &mut Vec<HostFinding>) {
         .filter(|k| is_time_wait(k) && ports.contains(&k.src.1))
         .collect();
     let early = time_wait_ended_early(s);
-    let met = early.as_ref().map_or(0, |e| e.total);
+    // Segments (retried SYNs among them) that met TIME-WAIT within 500 ms of its last answer:
+    // with tcp_rfc1337=1 a refused SYN's TIME-WAIT does not end, and this is what shows.
+    let tw_skipped = delta(s, "TcpExt.TCPACKSkippedTimeWait");
+    let met = early.as_ref().map_or(0, |e| e.total) + tw_skipped;
     // TIME-WAIT ending early on a host that listens on nothing is not a server's.
     if (held.is_empty() && met == 0) || ports.is_empty() {
         return;
@@ -659,6 +662,13 @@ pub fn port_reuse_risk(s: &Snapshot, out: &mut Vec<HostFinding>) {
         ),
         (None, Some(t)) => format!(". (Which TIME-WAIT ended early is not judged over {t:.0} s: the interval must be under 55 s.)"),
         _ => String::new(),
+    } + &if tw_skipped > 0 {
+        format!(
+            ". {} met TIME-WAIT here within 500 ms of its last answer and went unanswered (TCPACKSkippedTimeWait): a client's quick SYN retry",
+            plural(tw_skipped, "segment", "segments")
+        )
+    } else {
+        String::new()
     };
     f.explanation = format!(
         "{holding}{timestamps}{events}. A client reconnecting from a port still in TIME-WAIT here is refused with the old connection's ACK when its SYN's timestamp is not newer (timestamps off at either end, or less than 1 ms later) and its ISN lies below the old connection's end (the old connection moved more than 15.6 MB per second between its SYN and the new one){}.",
@@ -677,6 +687,7 @@ pub fn port_reuse_risk(s: &Snapshot, out: &mut Vec<HostFinding>) {
         "time_wait_per_peer": per_peer.iter().map(|(p, n)| (p.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
         "close_rate_per_s": close_rate(&held).map(|(_, r)| r),
         "ended_early": early.as_ref().map(|e| e.total),
+        "ack_skipped_in_time_wait": tw_skipped,
         "created_in_interval": early.as_ref().map(|e| e.created),
         "peers_without_timestamps": peers_off.iter().map(|(p, _, wo)| json!({"peer": p.to_string(), "connections_without": wo})).collect::<Vec<_>>(),
         "tcp_timestamps": s.int("ipv4/tcp_timestamps"),
