@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -178,26 +178,8 @@ fn spawn_in<T: Send + 'static>(
     })
 }
 
-/// The records of `tcpwhy host ... --format json`: (findings, namespaces, summary).
 fn records(out: &std::process::Output) -> (Vec<Value>, Vec<Value>, Value) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let of = |t: &str| -> Vec<Value> {
-        recs.iter()
-            .filter(|r| r["type"] == t)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let summary = of("host-summary").pop().expect("a summary");
-    (of("host-finding"), of("namespace"), summary)
+    common::host_records(out)
 }
 
 fn host(ns: &str) -> (Vec<Value>, Vec<Value>) {
@@ -210,51 +192,8 @@ fn find<'a>(f: &'a [Value], ns: &str, id: &str) -> Option<&'a Value> {
     f.iter().find(|x| x["namespace"] == ns && x["id"] == id)
 }
 
-/// `tcpwhy host --interval SECS --netns ...` running in the background: returns once each of
-/// its threads entered its namespace (so the traffic that follows falls in the interval).
 fn host_over(secs: f64, namespaces: &[&str]) -> Child {
-    let mut args = vec![
-        "host".to_string(),
-        "--interval".into(),
-        secs.to_string(),
-        "--format".into(),
-        "json".into(),
-    ];
-    for n in namespaces {
-        args.push("--netns".into());
-        args.push(n.to_string());
-    }
-    let child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tcpwhy host");
-    use std::os::unix::fs::MetadataExt;
-    let want: Vec<u64> = namespaces
-        .iter()
-        .map(|n| std::fs::metadata(format!("/run/netns/{n}")).unwrap().ino())
-        .collect();
-    let entered = || -> bool {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()));
-        let inodes: Vec<u64> = tasks
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|t| std::fs::metadata(t.path().join("ns/net")).ok())
-                    .map(|m| m.ino())
-                    .collect()
-            })
-            .unwrap_or_default();
-        want.iter().all(|w| inodes.contains(w))
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !entered() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(entered(), "tcpwhy host never entered {namespaces:?}");
-    // Entered, then the counters and the TIME-WAIT sockets are read: a moment for that.
-    std::thread::sleep(Duration::from_millis(200));
-    child
+    common::host_over(secs, namespaces)
 }
 
 fn skip() -> Option<std::sync::MutexGuard<'static, ()>> {
