@@ -818,9 +818,10 @@ fn unexplained_rsts(s: &Snapshot) -> u64 {
 /// 12 reconnects into TIME-WAIT moved TCPSynRetrans, TCPTimeouts and OutRsts by 12 each, nothing
 /// else). A SYN lost on the way moves TCPSynRetrans without an RST; one refused by a closed port
 /// moves neither. The count is the smaller of the SYN retransmissions and the RSTs not
-/// explained otherwise, and only on a host that opened connections.
+/// explained otherwise, and only on a host that opened connections (or still is).
 pub fn stale_syn_retries(s: &Snapshot) -> u64 {
-    if delta(s, "Tcp.ActiveOpens") == 0 {
+    let connecting = s.sockets.iter().any(|k| k.state == TCP_SYN_SENT);
+    if delta(s, "Tcp.ActiveOpens") == 0 && !connecting {
         return 0;
     }
     delta(s, "TcpExt.TCPSynRetrans").min(unexplained_rsts(s))
@@ -932,7 +933,7 @@ pub fn stale_state_collisions(s: &Snapshot, out: &mut Vec<HostFinding>) {
         "SYNs are meeting leftover state of earlier connections on their 4-tuple, over {t:.1} s: {}.",
         parts.join("; ")
     );
-    f.impact = format!("each {}", costs.join("; each "));
+    f.impact = format!("per event: {}", costs.join("; "));
     f.impact_ms = impact_ms;
     f.fix = "capture the port (tcpwhy analyze names each collision with syn-stale-state); keep timestamps on at both ends, keep tcp_rfc1337=0, let the client close first, reuse connections instead of reconnecting on the same ports".into();
     f.evidence = json!({
@@ -1123,7 +1124,7 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
         ));
         impact_ms = impact_ms.max(worst_rtt_ms);
     }
-    f.impact = format!("each {}", costs.join("; each "));
+    f.impact = format!("per event: {}", costs.join("; "));
     f.impact_ms = impact_ms;
     f.fix = "find the loss on the path (interface drops: ip -s link, a policer, a full queue); capture one of the sockets below and run tcpwhy analyze".into();
     f.evidence = json!({
