@@ -7,20 +7,47 @@ use std::io;
 use std::net::IpAddr;
 
 pub const TCP_ESTABLISHED: u8 = 1;
+pub const TCP_SYN_SENT: u8 = 2;
 pub const TCP_TIME_WAIT: u8 = 6;
 pub const TCP_LISTEN: u8 = 10;
+
+/// Every state, as a dump's state mask.
+pub const ALL_STATES: u32 = u32::MAX;
+
+/// `idiag_timer`: which timer is pending (include/uapi/linux/inet_diag.h, net/ipv4/tcp_diag.c).
+pub const TIMER_RETRANSMIT: u8 = 1;
+/// The zero-window probe timer (`persist`): the peer's window is closed and data waits.
+pub const TIMER_PROBE: u8 = 4;
+/// A TIME-WAIT socket's timer; `expires_ms` is what is left of its 60 s.
+pub const TIMER_TIME_WAIT: u8 = 3;
+
+/// `tcpi_options` bit: the connection negotiated TCP timestamps (RFC 7323).
+pub const TCPI_OPT_TIMESTAMPS: u8 = 1;
 
 /// The parts of `struct tcp_info` the checks use (microseconds and milliseconds as the kernel
 /// gives them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpInfo {
+    /// `tcpi_retransmits`: consecutive timeouts of the segment (or SYN) at the head.
+    pub retransmits: u8,
+    /// `tcpi_probes`: unanswered zero-window (or keepalive) probes.
+    pub probes: u8,
+    /// `tcpi_backoff`: how many times the RTO (or probe interval) was doubled.
+    pub backoff: u8,
+    /// `tcpi_options`: TCPI_OPT_* bits (timestamps, SACK, window scale, ECN).
+    pub options: u8,
     pub rto_us: u32,
     pub snd_mss: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
     pub last_data_sent_ms: u32,
     pub last_data_recv_ms: u32,
     pub rtt_us: u32,
+    pub snd_ssthresh: u32,
     pub snd_cwnd: u32,
     pub total_retrans: u32,
+    /// `tcpi_notsent_bytes` (Linux >= 4.6; absent from a shorter tcp_info).
+    pub notsent_bytes: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,9 +55,14 @@ pub struct Socket {
     pub state: u8,
     pub src: (IpAddr, u16),
     pub dst: (IpAddr, u16),
+    /// `idiag_timer`: the pending timer (TIMER_*), 0 for none.
+    pub timer: u8,
+    /// Milliseconds until that timer fires (for TIME-WAIT: what is left of it).
+    pub expires_ms: u32,
     /// LISTEN: the accept queue's length; others: bytes not yet read.
     pub rqueue: u32,
-    /// LISTEN: the accept queue's limit (the backlog); others: bytes not yet acknowledged.
+    /// LISTEN: the accept queue's limit (the backlog); others: bytes written and not yet
+    /// acknowledged (in flight or not sent yet).
     pub wqueue: u32,
     pub info: Option<TcpInfo>,
     pub cong: Option<String>,
@@ -44,8 +76,9 @@ const NLMSG_DONE: u16 = 3;
 const INET_DIAG_INFO: u16 = 2;
 const INET_DIAG_CONG: u16 = 4;
 
-/// The dump request for one address family: every state, tcp_info and congestion control.
-pub fn request(family: u8, seq: u32) -> Vec<u8> {
+/// The dump request for one address family: the states in `states` (bit 1 << state), with
+/// tcp_info and the congestion control.
+pub fn request(family: u8, seq: u32, states: u32) -> Vec<u8> {
     let mut m = Vec::with_capacity(72);
     m.extend_from_slice(&72u32.to_ne_bytes());
     m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
@@ -57,7 +90,7 @@ pub fn request(family: u8, seq: u32) -> Vec<u8> {
     m.push(6);
     m.push((1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_CONG - 1)));
     m.push(0);
-    m.extend_from_slice(&u32::MAX.to_ne_bytes());
+    m.extend_from_slice(&states.to_ne_bytes());
     m.extend_from_slice(&[0u8; 48]);
     m
 }
@@ -122,6 +155,7 @@ fn socket(b: &[u8]) -> Option<Socket> {
     }
     let family = b[0];
     let state = b[1];
+    let timer = b[2];
     let sport = u16::from_be_bytes([b[4], b[5]]);
     let dport = u16::from_be_bytes([b[6], b[7]]);
     let addr = |at: usize| -> Option<IpAddr> {
@@ -133,12 +167,15 @@ fn socket(b: &[u8]) -> Option<Socket> {
         }
     };
     let (src, dst) = (addr(8)?, addr(24)?);
+    let expires_ms = u32_at(b, 52)?;
     let rqueue = u32_at(b, 56)?;
     let wqueue = u32_at(b, 60)?;
     let mut s = Socket {
         state,
         src: (src, sport),
         dst: (dst, dport),
+        timer,
+        expires_ms,
         rqueue,
         wqueue,
         info: None,
@@ -167,21 +204,35 @@ fn socket(b: &[u8]) -> Option<Socket> {
     Some(s)
 }
 
-/// `struct tcp_info` (include/uapi/linux/tcp.h) up to `tcpi_total_retrans` (offset 100).
+/// `struct tcp_info` (include/uapi/linux/tcp.h) up to `tcpi_total_retrans` (offset 100), and
+/// `tcpi_notsent_bytes` (offset 144) when the kernel's struct reaches it.
 fn tcp_info(d: &[u8]) -> Option<TcpInfo> {
     Some(TcpInfo {
+        retransmits: *d.get(2)?,
+        probes: *d.get(3)?,
+        backoff: *d.get(4)?,
+        options: *d.get(5)?,
         rto_us: u32_at(d, 8)?,
         snd_mss: u32_at(d, 16)?,
+        unacked: u32_at(d, 24)?,
         last_data_sent_ms: u32_at(d, 44)?,
         last_data_recv_ms: u32_at(d, 52)?,
         rtt_us: u32_at(d, 68)?,
+        snd_ssthresh: u32_at(d, 76)?,
         snd_cwnd: u32_at(d, 80)?,
         total_retrans: u32_at(d, 100)?,
+        notsent_bytes: u32_at(d, 144),
     })
 }
 
 /// Dump every TCP socket (IPv4 and IPv6) of the calling thread's network namespace.
 pub fn dump() -> io::Result<(Vec<Socket>, u32)> {
+    dump_states(ALL_STATES)
+}
+
+/// Dump the TCP sockets in the states of `states` (bit 1 << state; the kernel filters them,
+/// so a dump of listeners alone stays cheap on a host with a million connections).
+pub fn dump_states(states: u32) -> io::Result<(Vec<Socket>, u32)> {
     use nix::sys::socket::{
         recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
         SockType,
@@ -201,7 +252,7 @@ pub fn dump() -> io::Result<(Vec<Socket>, u32)> {
     for (seq, family) in [(1u32, 2u8), (2, 10)] {
         sendto(
             fd.as_raw_fd(),
-            &request(family, seq),
+            &request(family, seq, states),
             &kernel,
             MsgFlags::empty(),
         )
@@ -241,14 +292,20 @@ mod tests {
         let mut body = vec![0u8; 72];
         body[0] = 2; // AF_INET
         body[1] = state;
+        body[2] = TIMER_PROBE;
         body[4..6].copy_from_slice(&40000u16.to_be_bytes());
         body[6..8].copy_from_slice(&80u16.to_be_bytes());
         body[8..12].copy_from_slice(&[10, 0, 0, 1]);
         body[24..28].copy_from_slice(&[10, 0, 0, 2]);
+        body[52..56].copy_from_slice(&1234u32.to_ne_bytes());
         body[56..60].copy_from_slice(&3u32.to_ne_bytes());
         body[60..64].copy_from_slice(&128u32.to_ne_bytes());
         if with_info {
             let mut info = vec![0u8; 232];
+            info[2..6].copy_from_slice(&[1, 2, 3, TCPI_OPT_TIMESTAMPS]);
+            info[24..28].copy_from_slice(&9u32.to_ne_bytes());
+            info[76..80].copy_from_slice(&250u32.to_ne_bytes());
+            info[144..148].copy_from_slice(&4096u32.to_ne_bytes());
             info[8..12].copy_from_slice(&204_000u32.to_ne_bytes()); // rto
             info[16..20].copy_from_slice(&1448u32.to_ne_bytes());
             info[44..48].copy_from_slice(&3_000u32.to_ne_bytes()); // last data sent
@@ -297,6 +354,13 @@ mod tests {
             (204_000, 50_000, 320, 3_000)
         );
         assert_eq!(i.total_retrans, 7);
+        assert_eq!(
+            (i.retransmits, i.probes, i.backoff, i.options),
+            (1, 2, 3, TCPI_OPT_TIMESTAMPS)
+        );
+        assert_eq!((i.unacked, i.snd_ssthresh), (9, 250));
+        assert_eq!(i.notsent_bytes, Some(4096));
+        assert_eq!((s.timer, s.expires_ms), (TIMER_PROBE, 1234));
         assert_eq!(b.sockets[1].state, TCP_TIME_WAIT);
         assert!(b.sockets[1].info.is_none());
     }
@@ -341,12 +405,22 @@ mod tests {
     }
 
     #[test]
+    fn tcp_info_of_an_older_kernel_has_no_notsent_bytes() {
+        // Linux 4.2 to 4.5's tcp_info ends after tcpi_segs_in (144 bytes): the fields the
+        // checks need are there, notsent_bytes (4.6) is not.
+        let d = vec![0u8; 144];
+        let i = tcp_info(&d).expect("104 bytes suffice");
+        assert_eq!(i.notsent_bytes, None);
+        assert!(tcp_info(&d[..103]).is_none());
+    }
+
+    #[test]
     fn request_layout() {
-        let r = request(2, 7);
+        let r = request(2, 7, 1 << TCP_LISTEN);
         assert_eq!(r.len(), 72);
         assert_eq!(u32_at(&r, 0), Some(72));
         assert_eq!(u16_at(&r, 4), Some(SOCK_DIAG_BY_FAMILY));
         assert_eq!((r[16], r[17], r[18]), (2, 6, 0b1010));
-        assert_eq!(u32_at(&r, 20), Some(u32::MAX));
+        assert_eq!(u32_at(&r, 20), Some(1 << 10));
     }
 }

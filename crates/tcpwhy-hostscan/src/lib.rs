@@ -3,8 +3,10 @@
 //! Per network namespace: the TCP sysctls that matter (tcp-signatures.md section 9), the
 //! socket counts of /proc/net/sockstat(6), every TCP socket through sock_diag netlink (with
 //! tcp_info and the congestion control name), and the Tcp/TcpExt counters, as deltas over an
-//! interval when one is given. Checks turn that [`Snapshot`] into [`HostFinding`]s; they are
-//! pure functions, tested on built snapshots. Reading needs no privilege in the caller's own
+//! interval when one is given. Over an interval the TIME-WAIT sockets are also read at its
+//! start (to see which ended early) and the listeners every 100 ms (to name the one whose
+//! accept queue filled). Checks turn that [`Snapshot`] into [`HostFinding`]s; they are pure
+//! functions, tested on built snapshots. Reading needs no privilege in the caller's own
 //! namespace; entering another one (`setns`) needs root.
 #![forbid(unsafe_code)]
 
@@ -14,6 +16,8 @@ pub mod proc;
 
 use std::collections::BTreeMap;
 use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 /// The sysctls read in every namespace (under /proc/sys/net/).
 pub const SYSCTLS: &[&str] = &[
@@ -21,6 +25,7 @@ pub const SYSCTLS: &[&str] = &[
     "ipv4/tcp_congestion_control",
     "ipv4/tcp_timestamps",
     "ipv4/tcp_tw_reuse",
+    "ipv4/tcp_tw_reuse_delay",
     "ipv4/ip_local_port_range",
     "ipv4/tcp_fin_timeout",
     "ipv4/tcp_max_tw_buckets",
@@ -63,6 +68,30 @@ pub struct Snapshot {
     pub unseen: Vec<String>,
     /// Netlink messages that could not be parsed.
     pub malformed: u32,
+    /// The namespace's identity (the inode of its nsfs file): two names for one namespace
+    /// have the same.
+    pub netns_inode: Option<u64>,
+    /// Whether this is the initial network namespace, whose established-hash table is the
+    /// global one (None: not read).
+    pub init_namespace: Option<bool>,
+    /// With an interval: the TIME-WAIT sockets at its start.
+    pub time_wait_before: Vec<diag::Socket>,
+    /// With an interval: every listener's accept queue, sampled through it (and at its end).
+    pub listeners: Vec<ListenerSample>,
+}
+
+/// A listener's accept queue over the interval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSample {
+    pub local: (IpAddr, u16),
+    /// The listen() backlog (after the somaxconn cap).
+    pub backlog: u32,
+    /// The longest accept queue seen.
+    pub max_queue: u32,
+    pub samples: u32,
+    /// Samples in which the queue was full: Linux refuses a connection when it holds more
+    /// than the backlog (`sk_acceptq_is_full`), so backlog + 1 is full (listen(0) holds one).
+    pub full_samples: u32,
 }
 
 impl Snapshot {
@@ -145,12 +174,42 @@ fn read_counters(unseen: &mut Vec<String>) -> BTreeMap<String, u64> {
     c
 }
 
-/// Read a namespace; with `interval`, the counters twice, `interval` apart (sockets and
-/// sysctls at the end).
-pub fn snapshot(
-    netns: Option<&str>,
-    interval: Option<std::time::Duration>,
-) -> io::Result<Snapshot> {
+/// The listeners' accept queues are sampled this often through an interval (or less often,
+/// so that an hour's interval takes at most [`MAX_LISTEN_SAMPLES`]).
+pub const LISTEN_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+pub const MAX_LISTEN_SAMPLES: u32 = 600;
+
+/// Fold one dump of listeners into the samples.
+pub fn sample_listeners(into: &mut Vec<ListenerSample>, listeners: &[diag::Socket]) {
+    for l in listeners.iter().filter(|l| l.state == diag::TCP_LISTEN) {
+        let full = l.rqueue > l.wqueue;
+        match into.iter_mut().find(|x| x.local == l.src) {
+            Some(x) => {
+                x.backlog = l.wqueue;
+                x.max_queue = x.max_queue.max(l.rqueue);
+                x.samples += 1;
+                x.full_samples += u32::from(full);
+            }
+            None => into.push(ListenerSample {
+                local: l.src,
+                backlog: l.wqueue,
+                max_queue: l.rqueue,
+                samples: 1,
+                full_samples: u32::from(full),
+            }),
+        }
+    }
+}
+
+/// The inode of a namespace file (`/proc/.../ns/net`): a namespace's identity.
+fn ns_inode(path: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// Read a namespace; with `interval`, the counters and the TIME-WAIT sockets at its start,
+/// the listeners through it, and everything at its end.
+pub fn snapshot(netns: Option<&str>, interval: Option<Duration>) -> io::Result<Snapshot> {
     let name = netns.map(str::to_string);
     let work = move || -> io::Result<Snapshot> {
         if let Some(ns) = &name {
@@ -158,19 +217,57 @@ pub fn snapshot(
         }
         let label = name.clone().unwrap_or_else(|| THIS_NAMESPACE.into());
         let mut unseen = Vec::new();
+        let mut listeners = Vec::new();
+        let mut time_wait_before = Vec::new();
+        let start = Instant::now();
         let before = interval.map(|_| read_counters(&mut unseen));
         if let Some(d) = interval {
-            std::thread::sleep(d);
+            match diag::dump_states(1 << diag::TCP_TIME_WAIT) {
+                Ok((tw, _)) => time_wait_before = tw,
+                Err(e) => unseen.push(format!("TIME-WAIT sockets at the start: {e}")),
+            }
+            let every = LISTEN_SAMPLE_EVERY.max(d / MAX_LISTEN_SAMPLES);
+            let mut next = start;
+            // Bounded by time and by count: at most MAX_LISTEN_SAMPLES + 1 turns.
+            for _ in 0..=MAX_LISTEN_SAMPLES {
+                let now = Instant::now();
+                if now >= start + d {
+                    break;
+                }
+                if now >= next {
+                    if let Ok((l, _)) = diag::dump_states(1 << diag::TCP_LISTEN) {
+                        sample_listeners(&mut listeners, &l);
+                    }
+                    next += every;
+                }
+                std::thread::sleep(
+                    next.min(start + d)
+                        .saturating_duration_since(Instant::now()),
+                );
+            }
+            // A turn cut short by the count: sleep out the rest of the interval.
+            std::thread::sleep((start + d).saturating_duration_since(Instant::now()));
         }
         let mut s = read_here(&label);
         s.unseen.extend(unseen);
-        if let (Some(before), Some(d)) = (before, interval) {
-            s.interval_s = Some(d.as_secs_f64());
+        s.netns_inode = ns_inode("/proc/thread-self/ns/net");
+        s.init_namespace = match (s.netns_inode, ns_inode("/proc/1/ns/net")) {
+            (Some(a), Some(b)) => Some(a == b),
+            // PID 1's namespace file is out of reach (a sandbox, or not root): the initial
+            // namespace alone has the global net.core sysctls (dev_weight among them).
+            _ => Some(std::path::Path::new("/proc/sys/net/core/dev_weight").exists()),
+        };
+        if let (Some(before), Some(_)) = (before, interval) {
+            // The interval as it was, not as asked: a loaded machine wakes late.
+            s.interval_s = Some(start.elapsed().as_secs_f64());
             for (k, v) in &s.counters {
                 if let Some(b) = before.get(k) {
                     s.deltas.insert(k.clone(), v.saturating_sub(*b));
                 }
             }
+            sample_listeners(&mut listeners, &s.sockets);
+            s.listeners = listeners;
+            s.time_wait_before = time_wait_before;
         }
         Ok(s)
     };
@@ -180,17 +277,31 @@ pub fn snapshot(
         .map_err(|_| io::Error::other("namespace reader panicked"))?
 }
 
-/// Enter the network namespace `/run/netns/NAME` (the calling thread only).
+/// Enter the network namespace `/run/netns/NAME` (the calling thread only). The error's kind
+/// says what went wrong: `InvalidInput` for a name that is not one or an entry that is no
+/// namespace (a stale file left in /run/netns), `NotFound` for no such entry,
+/// `PermissionDenied` without the privilege.
 fn enter(name: &str) -> io::Result<()> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(io::Error::other(format!(
-            "--netns {name:?}: not a namespace name"
-        )));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--netns {name:?}: not a namespace name"),
+        ));
     }
     let f = std::fs::File::open(format!("/run/netns/{name}"))
         .map_err(|e| io::Error::new(e.kind(), format!("netns {name}: {e}")))?;
-    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| io::Error::other(format!("netns {name}: setns: {e} (needs root)")))
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| match e {
+        nix::errno::Errno::EPERM => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("netns {name}: setns: {e} (needs root)"),
+        ),
+        // setns on a file that is not a namespace: the mount behind the name is gone.
+        nix::errno::Errno::EINVAL => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("netns {name}: /run/netns/{name} is not a network namespace (a stale entry; `ip netns delete {name}` removes it)"),
+        ),
+        e => io::Error::other(format!("netns {name}: setns: {e}")),
+    })
 }
 
 /// The named namespaces (`ip netns list`), sorted.

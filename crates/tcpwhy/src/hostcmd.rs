@@ -2,7 +2,6 @@
 //! namespace (crate tcpwhy-hostscan), in text or JSON Lines.
 
 use crate::output::json::SCHEMA_VERSION;
-use crate::Format;
 use serde_json::json;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -17,21 +16,47 @@ pub struct HostArgs {
     /// Inspect this namespace and every named one (root).
     #[arg(long, conflicts_with = "netns")]
     pub all_netns: bool,
-    /// Read the counters twice, this many seconds apart, and judge their increase.
+    /// Read the counters twice, this many seconds apart, and judge their increase (without it
+    /// the counter-based checks cannot run: stale-state collisions, SYN drops, retransmissions).
     #[arg(long, value_name = "SECONDS")]
     pub interval: Option<f64>,
-    /// Output format (text or json).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = HostFormat::Text)]
+    pub format: HostFormat,
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<String>,
 }
 
-pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
-    if args.format == Format::Html {
-        return Err(io::Error::other("tcpwhy host: --format text or json"));
+/// The formats `host` writes (analyze's HTML report needs a capture).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostFormat {
+    /// Findings ranked by impact, then a line of facts per namespace.
+    Text,
+    /// JSON Lines: "host-finding" records, a "namespace" record each, a "host-summary"
+    /// (docs/json-schema.md).
+    Json,
+}
+
+/// The namespaces to read, in order, each once: this one (None) and named ones.
+fn targets(args: &HostArgs, named: Vec<String>) -> Vec<Option<String>> {
+    let mut out: Vec<Option<String>> = Vec::new();
+    if args.all_netns {
+        out.push(None);
+        out.extend(named.into_iter().map(Some));
+    } else if args.netns.is_empty() {
+        out.push(None);
+    } else {
+        for n in &args.netns {
+            if !out.iter().any(|t| t.as_deref() == Some(n.as_str())) {
+                out.push(Some(n.clone()));
+            }
+        }
     }
+    out
+}
+
+pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
     let interval = match args.interval {
         Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => {
             Some(std::time::Duration::from_secs_f64(s))
@@ -48,36 +73,45 @@ pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
         eprintln!("tcpwhy host: --netns and --all-netns enter other network namespaces, which needs root; without them tcpwhy host inspects its own namespace");
         return Ok(ExitCode::from(2));
     }
-    let mut targets: Vec<Option<String>> = Vec::new();
-    if args.all_netns {
-        targets.push(None);
-        targets.extend(tcpwhy_hostscan::named_namespaces().into_iter().map(Some));
-    } else if args.netns.is_empty() {
-        targets.push(None);
+    let named = if args.all_netns {
+        tcpwhy_hostscan::named_namespaces()
     } else {
-        targets.extend(args.netns.iter().cloned().map(Some));
-    }
+        Vec::new()
+    };
     // Read them all at once so an interval is spent once, not once per namespace.
-    let handles: Vec<_> = targets
+    let handles: Vec<_> = targets(args, named)
         .into_iter()
-        .map(|t| std::thread::spawn(move || tcpwhy_hostscan::snapshot(t.as_deref(), interval)))
+        .map(|t| {
+            let h = std::thread::spawn({
+                let t = t.clone();
+                move || tcpwhy_hostscan::snapshot(t.as_deref(), interval)
+            });
+            (t, h)
+        })
         .collect();
     let mut snaps = Vec::new();
-    for h in handles {
+    let mut skipped = Vec::new();
+    for (name, h) in handles {
         match h.join() {
             Ok(Ok(s)) => snaps.push(s),
+            // --all-netns lists /run/netns: an entry that is gone or no namespace (a stale
+            // file) is skipped with a warning; a namespace asked for by name is an error.
+            Ok(Err(e))
+                if args.all_netns
+                    && name.is_some()
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+                    ) =>
+            {
+                eprintln!("tcpwhy host: warning: skipped {e}");
+                skipped.push(e.to_string());
+            }
             Ok(Err(e)) => {
                 eprintln!("tcpwhy host: {e}");
                 return Ok(ExitCode::from(2));
             }
             Err(_) => return Err(io::Error::other("a namespace reader panicked")),
-        }
-    }
-    if !root {
-        for s in &mut snaps {
-            s.unseen.push(
-                "not root: other namespaces (--netns, --all-netns), and other users' sockets may hide some tcp_info".into(),
-            );
         }
     }
     let findings = tcpwhy_hostscan::checks::run(&snaps);
@@ -89,8 +123,8 @@ pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
         None => Box::new(io::BufWriter::new(io::stdout().lock())),
     };
     match args.format {
-        Format::Json => json_report(&mut out, &snaps, &findings, args.interval)?,
-        _ => text_report(&mut out, &snaps, &findings)?,
+        HostFormat::Json => json_report(&mut out, &snaps, &findings, args.interval, &skipped)?,
+        HostFormat::Text => text_report(&mut out, &snaps, &findings, &skipped)?,
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -120,25 +154,37 @@ fn facts(s: &Snapshot) -> String {
     };
     let ehash = match s.int("ipv4/tcp_ehash_entries") {
         Some(e) if e < 0 => format!("shares the global ehash ({} buckets)", -e),
-        Some(e) => format!("own ehash of {e} buckets"),
+        Some(e) if s.init_namespace == Some(true) => format!("the global ehash ({e} buckets)"),
+        Some(e) if s.init_namespace == Some(false) => format!("own ehash of {e} buckets"),
+        Some(e) => format!("ehash of {e} buckets"),
         None => "ehash size unknown".into(),
     };
     let range = s
         .ints("ipv4/ip_local_port_range")
         .map(|r| format!("{r:?}"))
         .unwrap_or_else(|| "?".into());
+    let server_tw = tcpwhy_hostscan::checks::server_time_wait(s);
+    let tw = if server_tw > 0 {
+        format!("{tw} TIME-WAIT ({server_tw} on listening ports: closed first by this side as the server)")
+    } else {
+        format!("{tw} TIME-WAIT")
+    };
     format!(
-        "{all} TCP sockets ({est} established, {tw} TIME-WAIT, {listen} listening); congestion control {cc}{moot}; {ehash}; ports {range}; timestamps {}, tw_reuse {}, rfc1337 {}",
+        "{all} TCP sockets ({est} established, {tw}, {listen} listening); congestion control {cc}{moot}; {ehash}; ports {range}; timestamps {}, tw_reuse {}, rfc1337 {}",
         s.int("ipv4/tcp_timestamps").map_or("?".into(), |v| v.to_string()),
         s.int("ipv4/tcp_tw_reuse").map_or("?".into(), |v| v.to_string()),
         s.int("ipv4/tcp_rfc1337").map_or("?".into(), |v| v.to_string()),
     )
 }
 
+/// Said when no interval was given: the counters' lifetime totals cannot be judged.
+const NO_INTERVAL: &str = "Counters not judged: run with --interval N to judge their increase over N seconds (stale-state collisions, SYN drops, retransmissions and TIME-WAIT ended early need it).";
+
 fn text_report(
     out: &mut dyn Write,
     snaps: &[Snapshot],
     findings: &[HostFinding],
+    skipped: &[String],
 ) -> io::Result<()> {
     // The list is in parentheses already: this namespace's label goes in without its own.
     let names: Vec<&str> = snaps
@@ -176,6 +222,9 @@ fn text_report(
             writeln!(out, "    fix: {}", f.fix)?;
         }
     }
+    if snaps.iter().any(|s| s.interval_s.is_none()) {
+        writeln!(out, "{NO_INTERVAL}")?;
+    }
     writeln!(out)?;
     for s in snaps {
         writeln!(out, "{}: {}", s.namespace, facts(s))?;
@@ -189,7 +238,7 @@ fn text_report(
                 .collect();
             writeln!(
                 out,
-                "  counters over {t:.0} s: {}",
+                "  counters over {t:.1} s: {}",
                 if moved.is_empty() {
                     "none moved".into()
                 } else {
@@ -204,6 +253,9 @@ fn text_report(
             writeln!(out, "  {} netlink messages could not be read", s.malformed)?;
         }
     }
+    for k in skipped {
+        writeln!(out, "skipped: {k}")?;
+    }
     Ok(())
 }
 
@@ -212,6 +264,7 @@ fn json_report(
     snaps: &[Snapshot],
     findings: &[HostFinding],
     interval: Option<f64>,
+    skipped: &[String],
 ) -> io::Result<()> {
     let mut line = |v: serde_json::Value| -> io::Result<()> {
         serde_json::to_writer(&mut *out, &v)?;
@@ -239,7 +292,7 @@ fn json_report(
             "namespace": s.namespace,
             "sysctls": s.sysctls,
             "sockstat": s.sockstat,
-            "sockets": {"total": all, "established": est, "time_wait": tw, "listen": listen},
+            "sockets": {"total": all, "established": est, "time_wait": tw, "time_wait_on_listening_ports": tcpwhy_hostscan::checks::server_time_wait(s), "listen": listen},
             "counter_deltas": if s.interval_s.is_some() { json!(s.deltas.iter().filter(|(_, v)| **v > 0).collect::<std::collections::BTreeMap<_, _>>()) } else { serde_json::Value::Null },
             "unseen": s.unseen,
             "malformed_netlink_messages": s.malformed,
@@ -251,6 +304,8 @@ fn json_report(
         "namespaces": snaps.len(),
         "findings": findings.len(),
         "interval_s": interval,
+        "counters_judged": interval.is_some(),
+        "skipped_namespaces": skipped,
     }))
 }
 
@@ -267,7 +322,7 @@ mod tests {
             })
             .collect();
         let mut out = Vec::new();
-        text_report(&mut out, &snaps, &[]).expect("writes to a vector");
+        text_report(&mut out, &snaps, &[], &[]).expect("writes to a vector");
         String::from_utf8(out).expect("utf-8")
     }
 

@@ -1,11 +1,12 @@
 //! `tcpwhy lab` end to end on this kernel (root: CI runs as root). Runs the fast scenarios in
 //! their quick form and checks that each reproduces its pathology, that the fix removes it,
-//! that the captures show it, and that nothing is left behind, also after SIGKILL.
+//! that the captures show it, that `tcpwhy host` names it on the live namespaces, and that
+//! nothing is left behind, also after SIGKILL.
 //!
 //! Without root these tests fail with a message; set TCPWHY_SKIP_LAB=1 to skip them.
 
 mod common;
-use common::{tcpwhy, TempDir};
+use common::{host_over, host_records, tcpwhy, TempDir};
 use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
@@ -179,6 +180,150 @@ fn fast_scenarios_reproduce_and_fixes_remove_them() {
         let out = tcpwhy(&["analyze", "--format", "json", p.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{f}");
     }
+    assert_eq!(lab_namespaces(), before, "namespaces left behind");
+}
+
+/// Sends SIGCONT to a stopped lab run when dropped, also when the test fails while it is held.
+struct Held(String);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0]).status();
+    }
+}
+
+/// `tcpwhy lab run NAME --quick --json` with `tcpwhy host --interval SECS` on its client and
+/// server namespaces over the whole run. The run is held (SIGSTOP) from the moment both
+/// namespaces exist (about 15 ms in, before their links are even up) until the host has
+/// entered them. Returns the lab's report, the host's findings and the two namespace names.
+fn run_with_host(
+    name: &str,
+    dir: &std::path::Path,
+    secs: f64,
+) -> (Value, Vec<Value>, String, String) {
+    let d = format!("{}/", dir.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["lab", "run", name, "--quick", "--json", "--capture", &d])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let prefix = format!("twlab{pid}x");
+    let named = |suffix: &str| -> Option<String> {
+        std::fs::read_dir("/run/netns")
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with(&prefix) && n.ends_with(suffix))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (c, s) = loop {
+        if let (Some(c), Some(s)) = (named("-c"), named("-s")) {
+            break (c, s);
+        }
+        assert!(Instant::now() < deadline, "{name}: no namespaces");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let held = Held(pid);
+    // Nothing has been sent yet: the client has opened no connection.
+    let opens = run_cmd(
+        "ip",
+        &["netns", "exec", &c, "nstat", "-asz", "TcpActiveOpens"],
+    );
+    assert!(
+        opens
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("0")),
+        "{name}: traffic started before the run was held: {opens}"
+    );
+    let mut host = host_over(secs, &[&c, &s]);
+    drop(held);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.lines().next().expect("one line")).expect("JSON");
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "{name}: the host's {secs} s ended before the run did"
+    );
+    let (f, _, _) = host_records(&host.wait_with_output().unwrap());
+    (v, f, c, s)
+}
+
+fn host_finding<'a>(f: &'a [Value], ns: &str, id: &str) -> &'a Value {
+    f.iter()
+        .find(|x| x["namespace"] == ns && x["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {ns}: {f:?}"))
+}
+
+#[test]
+fn host_names_the_lab_scenarios_on_their_namespaces() {
+    if !root_or_skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("labtest-host");
+    let before = lab_namespaces();
+
+    // Seed 004: the client's reconnects from the same port meet the server's TIME-WAIT.
+    let (v, f, c, s) = run_with_host("stale-syn-timewait", dir.path(), 3.0);
+    let slow = samples(&v, "broken") - phase(&v, "broken")["histogram"]["<1ms"].as_u64().unwrap();
+    assert!(slow >= 2, "{v}");
+    // The client: each slow reconnect one SYN retransmission after an RST, as the lab timed.
+    let st = host_finding(&f, &c, "host-stale-state-collisions");
+    assert_eq!(
+        st["evidence"]["syn_retransmits_after_rst"], slow,
+        "{st}\n{v}"
+    );
+    // The server: every reconnect of both phases took a TIME-WAIT over (broken: refused, then
+    // reset by the client; fixed: accepted by its timestamp), and none was left.
+    let all = samples(&v, "broken") + samples(&v, "fixed");
+    let p = host_finding(&f, &s, "host-port-reuse-risk");
+    assert_eq!(p["evidence"]["ended_early"], all, "{p}\n{v}");
+    assert_eq!(p["evidence"]["created_in_interval"], all, "{p}");
+
+    // A full accept queue: the server names the listener, the clients' SYNs wait.
+    let (v, f, c, s) = run_with_host("syn-backlog-full", dir.path(), 8.0);
+    let b = host_finding(&f, &s, "host-syn-backlog");
+    let l = &b["evidence"]["listeners"];
+    assert_eq!(
+        l.as_array().unwrap().len(),
+        1,
+        "only the broken phase's: {b}"
+    );
+    assert_eq!(l[0]["local"], "10.201.2.2:5000");
+    assert_eq!(l[0]["backlog"], 1);
+    assert!(
+        b["evidence"]["listen_overflows"].as_u64().unwrap() >= 1,
+        "{b}"
+    );
+    // The capture saw this many connections retransmit their SYN; the host counted at least
+    // one retransmission each.
+    let retried: u64 = phase(&v, "broken")["analyzer"][0]
+        .as_str()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(retried >= 1, "{v}");
+    let r = host_finding(&f, &c, "host-retransmissions");
+    let syn = r["evidence"]["syn_retransmits_per_s"].as_f64().unwrap()
+        * r["evidence"]["interval_s"].as_f64().unwrap();
+    assert!(syn.round() as u64 >= retried, "{r}\n{v}");
+    assert!(
+        !f.iter().any(|x| x["id"] == "host-stale-state-collisions"),
+        "dropped SYNs are not stale state: {f:?}"
+    );
     assert_eq!(lab_namespaces(), before, "namespaces left behind");
 }
 

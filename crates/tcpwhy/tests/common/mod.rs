@@ -95,3 +95,72 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// `tcpwhy host --interval SECS --format json --netns NAME...` running in the background
+/// (root): returns once each of its reader threads has entered its namespace, so that what
+/// the test does next falls within the interval.
+pub fn host_over(secs: f64, namespaces: &[&str]) -> std::process::Child {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::{Duration, Instant};
+    let mut args = vec![
+        "host".to_string(),
+        "--interval".into(),
+        secs.to_string(),
+        "--format".into(),
+        "json".into(),
+    ];
+    for n in namespaces {
+        args.push("--netns".into());
+        args.push(n.to_string());
+    }
+    let want: Vec<u64> = namespaces
+        .iter()
+        .map(|n| {
+            std::fs::metadata(format!("/run/netns/{n}"))
+                .unwrap_or_else(|e| panic!("namespace {n}: {e}"))
+                .ino()
+        })
+        .collect();
+    let child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tcpwhy host");
+    let entered = || -> bool {
+        let inodes: Vec<u64> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|t| std::fs::metadata(t.path().join("ns/net")).ok())
+                    .map(|m| m.ino())
+                    .collect()
+            })
+            .unwrap_or_default();
+        want.iter().all(|w| inodes.contains(w))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !entered() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(entered(), "tcpwhy host never entered {namespaces:?}");
+    // Entered; then the counters and the TIME-WAIT sockets are read: a moment for that.
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+/// The records of `tcpwhy host ... --format json`: (findings, namespaces, summary).
+pub fn host_records(out: &Output) -> (Vec<Value>, Vec<Value>, Value) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let of = |t: &str| -> Vec<Value> { recs.iter().filter(|r| r["type"] == t).cloned().collect() };
+    let summary = of("host-summary").pop().expect("a summary");
+    (of("host-finding"), of("namespace"), summary)
+}
