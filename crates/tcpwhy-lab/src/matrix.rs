@@ -16,7 +16,8 @@ pub enum Vantage {
     /// The client's veth `c0`, in the client namespace.
     Client,
     /// The router's `rs0`, on the link between the router and the mid: half of the emulated
-    /// delay lies on each side.
+    /// round trip lies on each side (the client's packets are delayed before it, the
+    /// server's before it too).
     Middle,
     /// The server's veth `s0`, in the server namespace.
     Server,

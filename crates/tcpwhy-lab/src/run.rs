@@ -251,6 +251,8 @@ pub struct RunningEmulator<'a> {
 
 struct EmulatorPart {
     ns: String,
+    /// The interface whose arriving packets this part handles.
+    iface: &'static str,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<io::Result<EmulatorStats>>>,
     /// The NFQUEUE rule is in place (and must be removed).
@@ -259,34 +261,42 @@ struct EmulatorPart {
 
 const QUEUE: u16 = 0;
 
-/// Start the link emulator: the router drops what `cfg.drops` says and delays every packet by
-/// half of `cfg.delay`, the mid by the other half (so the middle vantage, between them, sees
-/// half the round trip on each side). The mid runs only when there is a delay.
+/// Start the link emulator, one direction in each router: the router delays and drops what
+/// the client sends (packets arriving on `rc0`), the mid what the server sends (arriving on
+/// `ms0`), each by the whole one-way delay. So the middle vantage, between them, is one
+/// one-way delay from each end (it sees half the round trip on each side); and the last
+/// router before each host forwards in its receive path, not from the emulator's verdict,
+/// so the host's GRO merges back-to-back segments as a NIC's would (a packet the kernel
+/// reinjects after a verdict is delivered on its own: no GRO merge behind it). A drop rule
+/// goes to the direction of its source address (the client's when it names none). A
+/// direction runs only when it has a delay or a drop rule.
 pub fn start_emulator(topo: &Topology, cfg: EmulatorConfig) -> io::Result<RunningEmulator<'_>> {
-    let half = cfg.delay / 2;
+    let server = topo.server_ip();
+    let (to_client, to_server): (Vec<_>, Vec<_>) =
+        cfg.drops.into_iter().partition(|r| r.src == Some(server));
     let mut emu = RunningEmulator {
         topo,
         parts: Vec::new(),
     };
-    let router = EmulatorConfig {
-        queue: QUEUE,
-        delay: half,
-        drops: cfg.drops,
-    };
-    emu.start(&topo.router, router)?;
-    if !cfg.delay.is_zero() {
-        let mid = EmulatorConfig {
+    for (ns, iface, drops) in [
+        (&topo.router, crate::topo::ROUTER_CLIENT_IF, to_server),
+        (&topo.mid, crate::topo::MID_SERVER_IF, to_client),
+    ] {
+        if cfg.delay.is_zero() && drops.is_empty() {
+            continue;
+        }
+        let part = EmulatorConfig {
             queue: QUEUE,
-            delay: cfg.delay - half,
-            drops: Vec::new(),
+            delay: cfg.delay,
+            drops,
         };
-        emu.start(&topo.mid, mid)?;
+        emu.start(ns, iface, part)?;
     }
     Ok(emu)
 }
 
 impl RunningEmulator<'_> {
-    fn start(&mut self, ns: &str, cfg: EmulatorConfig) -> io::Result<()> {
+    fn start(&mut self, ns: &str, iface: &'static str, cfg: EmulatorConfig) -> io::Result<()> {
         let stop = Arc::new(AtomicBool::new(false));
         let st = Arc::clone(&stop);
         // On the helper CPU: it releases the packets, and the kernel forwards them on the CPU
@@ -302,32 +312,30 @@ impl RunningEmulator<'_> {
         }
         self.parts.push(EmulatorPart {
             ns: ns.to_string(),
+            iface,
             stop,
             handle: Some(handle),
             rule: false,
         });
-        let q = QUEUE.to_string();
-        let rule = ["-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", &q];
-        self.topo.iptables_in(ns, &rule)?;
+        self.topo.iptables_in(ns, &rule("-A", iface))?;
         if let Some(p) = self.parts.last_mut() {
             p.rule = true;
         }
         Ok(())
     }
 
-    /// Stop every emulator; returns the router's statistics (the drops happen there).
+    /// Stop every emulator; returns their statistics summed where they add up (packets,
+    /// drops, forwarded) and the first one's for the rest.
     pub fn finish(mut self) -> io::Result<EmulatorStats> {
         self.shutdown()
     }
 
     fn shutdown(&mut self) -> io::Result<EmulatorStats> {
-        let q = QUEUE.to_string();
-        let mut first: Option<io::Result<EmulatorStats>> = None;
+        let mut total: Option<EmulatorStats> = None;
         let mut err = None;
         for mut p in self.parts.drain(..) {
             if p.rule {
-                let rule = ["-D", "FORWARD", "-j", "NFQUEUE", "--queue-num", &q];
-                if let Err(e) = self.topo.iptables_in(&p.ns, &rule) {
+                if let Err(e) = self.topo.iptables_in(&p.ns, &rule("-D", p.iface)) {
                     err.get_or_insert(e);
                 }
             }
@@ -338,20 +346,39 @@ impl RunningEmulator<'_> {
                     .unwrap_or_else(|_| Err(io::Error::other("emulator thread panicked"))),
                 None => Err(io::Error::other("emulator already stopped")),
             };
-            match (&first, r) {
-                (None, r) => first = Some(r),
-                (Some(_), Err(e)) => {
+            match (r, &mut total) {
+                (Ok(s), None) => total = Some(s),
+                (Ok(s), Some(t)) => {
+                    t.packets += s.packets;
+                    t.dropped += s.dropped;
+                    t.forwarded += s.forwarded;
+                }
+                (Err(e), _) => {
                     err.get_or_insert(e);
                 }
-                (Some(_), Ok(_)) => {}
             }
         }
-        let stats = first.unwrap_or_else(|| Err(io::Error::other("no emulator ran")))?;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(stats),
+        match (err, total) {
+            (Some(e), _) => Err(e),
+            (None, Some(t)) => Ok(t),
+            (None, None) => Ok(EmulatorStats::default()),
         }
     }
+}
+
+/// The iptables arguments that add (`-A`) or delete (`-D`) the rule sending the packets that
+/// arrive on `iface` to the emulator.
+fn rule(op: &'static str, iface: &'static str) -> [&'static str; 8] {
+    [
+        op,
+        "FORWARD",
+        "-i",
+        iface,
+        "-j",
+        "NFQUEUE",
+        "--queue-num",
+        "0",
+    ]
 }
 
 impl Drop for RunningEmulator<'_> {
@@ -520,6 +547,12 @@ fn findings_json(named: &[(String, usize, f64)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emulator_rule_names_the_queue() {
+        assert_eq!(rule("-A", "rc0")[7], QUEUE.to_string());
+        assert_eq!(rule("-D", "ms0")[..4], ["-D", "FORWARD", "-i", "ms0"]);
+    }
 
     #[test]
     fn snaplen_keeps_every_header() {

@@ -1,10 +1,10 @@
 //! The lab's topology: four network namespaces, client -- router -- mid -- server, joined by
 //! veth pairs, and everything needed to undo it.
 //!
-//! The router and the mid are the network between the hosts: each may run the link emulator
-//! with half of the one-way delay, so a capture on the link between them (the router's `rs0`,
-//! the middle vantage) sees half the round trip on each side, like a tap in the middle of a
-//! path. Their interfaces never use offloads (a wire carries frames of at most the MTU); the
+//! The router and the mid are the network between the hosts: the router may run the link
+//! emulator on what the client sends, the mid on what the server sends, so a capture on the
+//! link between them (the router's `rs0`, the middle vantage) sees half the round trip on each
+//! side, like a tap in the middle of a path. Their interfaces never use offloads (a wire carries frames of at most the MTU); the
 //! hosts' interfaces (`c0`, `s0`) use them or not as the run asks.
 //!
 //! Every namespace and every change outside them is written to a state file under
@@ -292,11 +292,44 @@ impl Topology {
             let family = if via.contains(':') { "-6" } else { "-4" };
             os::run("ip", &["-n", ns, family, "route", "add", to, "via", via])?;
         }
+        self.steer_router_receive()?;
         for ns in [r, m] {
             self.sysctl(ns, "net.ipv4.ip_forward", "1")?;
             if self.ipv6 {
                 self.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")?;
             }
+        }
+        Ok(())
+    }
+
+    /// The emulator's verdicts hand the kernel one packet at a time, and each is forwarded to
+    /// the end before the next (softirqs run as each verdict ends), so a host behind it would
+    /// receive them one by one and its GRO could merge nothing. With receive packet steering
+    /// on the routers' inner interfaces, the packets of a verdict batch wait in the traffic
+    /// CPU's backlog and reach the host together, as back-to-back segments reach a NIC.
+    /// Nothing to do with one CPU.
+    fn steer_router_receive(&self) -> io::Result<()> {
+        let (Some(traffic), Some(helper)) = (os::traffic_cpu(), os::helper_cpu()) else {
+            return Ok(());
+        };
+        if traffic == helper || traffic >= 32 {
+            return Ok(());
+        }
+        let mask = format!("{:x}", 1u32 << traffic);
+        for (ns, ifname) in [(&self.router, ROUTER_SERVER_IF), (&self.mid, MID_ROUTER_IF)] {
+            // `ip netns exec` mounts the namespace's own /sys.
+            let path = format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus");
+            os::run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    ns,
+                    "sh",
+                    "-c",
+                    &format!("echo {mask} > {path}"),
+                ],
+            )?;
         }
         Ok(())
     }
