@@ -105,6 +105,15 @@ impl Ctx {
         }
     }
 
+    /// The capture a scenario reads its own facts from ("capture shows"): the one at its own
+    /// vantage when the run took one there, else the first.
+    pub fn own_capture<'a>(&self, phase: &'a Phase) -> Option<&'a Path> {
+        phase
+            .capture_at(self.default_vantage)
+            .map(|c| c.path.as_path())
+            .or_else(|| phase.capture())
+    }
+
     /// A topology with this run's offloads and IP version.
     pub fn topology(&self) -> io::Result<Topology> {
         Topology::create(&TopologyOptions {

@@ -586,7 +586,7 @@ fn slow_start_after_idle(ctx: &Ctx) -> io::Result<Outcome> {
         srv.stop()?;
         phase.latencies = lat?;
         let emu_stats = emu_stats?;
-        if let Some(path) = phase.capture().map(std::path::Path::to_path_buf) {
+        if let Some(path) = ctx.own_capture(&phase).map(std::path::Path::to_path_buf) {
             // MSS with timestamps: 1500 - IP header - 20 - 12.
             let mss = if topo.ipv6 { 1428 } else { MSS as u32 };
             let flights = flights_after_idle(&path, port, mss, 500, 20)?;
@@ -1019,7 +1019,7 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
         let served = srv.stop();
         phase.latencies = lat?;
         served?;
-        if let Some(path) = phase.capture() {
+        if let Some(path) = ctx.own_capture(&phase) {
             let conns = connections(path)?;
             let retried = conns
                 .iter()
@@ -1125,7 +1125,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
         phase.latencies = lat?;
         let stats = stats?;
         phase.extra = json!({"emulator_dropped": stats.dropped});
-        if let Some(path) = phase.capture() {
+        if let Some(path) = ctx.own_capture(&phase) {
             let conns = connections(path)?;
             let retrans: u32 = conns.iter().map(|c| c.server.retrans_segments()).sum();
             phase.analyzer.push(format!(

@@ -350,7 +350,7 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
                 writeln!(out, "{v}")?;
             }
             Ok(o) => {
-                print_outcome(out, o, secs)?;
+                print_outcome(out, o, ctx.default_vantage, secs)?;
                 if let (Some(id), (Some(named), Some(silent))) = (s.expect, verdict(s, o)) {
                     writeln!(
                         out,
@@ -452,9 +452,18 @@ fn fmt(d: Option<std::time::Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.3} ms", ms(d)))
 }
 
-fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()> {
+fn print_outcome(out: &mut impl Write, o: &Outcome, own: Vantage, secs: f64) -> io::Result<()> {
     for p in &o.phases {
         let l = &p.latencies;
+        // The scenario's facts come from its own vantage's capture (see Ctx::own_capture).
+        let used = p
+            .capture_at(own)
+            .or_else(|| p.captures.first())
+            .map(|c| c.vantage);
+        let own = match used {
+            Some(v) if p.captures.len() > 1 => format!(" ({})", v.name()),
+            _ => String::new(),
+        };
         writeln!(
             out,
             "   {:<14} {}: p50 {}  p99 {}  max {}  (n={})",
@@ -469,7 +478,7 @@ fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()>
             writeln!(out, "   {:<14}   set: {s}", "")?;
         }
         for a in &p.analyzer {
-            writeln!(out, "   {:<14}   capture shows: {a}", "")?;
+            writeln!(out, "   {:<14}   capture shows{own}: {a}", "")?;
         }
         let several = p.captures.len() > 1;
         for c in &p.captures {
