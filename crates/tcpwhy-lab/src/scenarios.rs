@@ -1067,7 +1067,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
         let drops = if label == "broken" {
             phase
                 .settings
-                .push("router drops the last (short) segment of each response once".into());
+                .push("the mid router drops the last (short) segment of each response once (on the server's side of the middle vantage)".into());
             (0..n as u32)
                 .map(|i| DropRule {
                     src: Some(server_ip),

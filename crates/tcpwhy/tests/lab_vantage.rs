@@ -327,9 +327,9 @@ fn quick_cells_capture_each_pathology_at_client_and_server_with_offloads() {
         assert!(super_segments(&fixed, 5001) > 0, "{vantage}");
     }
 
-    // Tail loss: the router drops each response's last segment once, between the server and
-    // the client: the server's capture holds each tail and its retransmission, the client's
-    // only the retransmission. Nothing is resent in the control run.
+    // Tail loss: the mid router (on the server's side) drops each response's last segment
+    // once: the server's capture holds each tail and its retransmission, the client's only the
+    // retransmission. Nothing is resent in the control run.
     let v = scenario(&lines, "tail-loss");
     let dropped = v["phases"][0]["extra"]["emulator_dropped"]
         .as_u64()
