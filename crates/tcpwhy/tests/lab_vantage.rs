@@ -412,3 +412,24 @@ fn rfc1337_syn_ladder_runs_past_a_minute() {
         );
     }
 }
+
+/// Cells need a capture: the scenarios without one refuse them, before anything is built
+/// (no root needed); unknown vantages, offloads and IP versions are usage errors.
+#[test]
+fn cells_are_refused_where_they_cannot_be() {
+    for args in [
+        &["lab", "run", "seed000-reproducer", "--vantage", "all"][..],
+        &["lab", "run", "ehash-chain", "--ip", "6"][..],
+        &["lab", "run", "stale-syn-timewait", "--vantage", "tap"][..],
+        &["lab", "run", "stale-syn-timewait", "--offloads", "some"][..],
+        &["lab", "run", "stale-syn-timewait", "--ip", "5"][..],
+    ] {
+        let out = tcpwhy(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.is_empty(), "{args:?}");
+        if args[2] == "seed000-reproducer" {
+            assert!(err.contains("records no capture"), "{err}");
+        }
+    }
+}
