@@ -162,6 +162,18 @@ fn slow_start_first_flights() {
             [244, 321],
             850_352,
         ),
+        (
+            "slow-start-after-idle-client-off-ip4-broken.pcap.gz",
+            5000,
+            [943, 2201],
+            14_480,
+        ),
+        (
+            "slow-start-after-idle-client-off-ip4-fixed.pcap.gz",
+            5001,
+            [1010, 2099],
+            846_008,
+        ),
     ] {
         let fr = frames(name);
         let data: Vec<&Frame> = fr.iter().filter(|f| f.2 == port && f.5 > 0).collect();
@@ -245,5 +257,5 @@ fn analyze_reads_every_vantage_fixture() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("\"type\":\"connection\""), "{name}");
     }
-    assert_eq!(n, 40, "the fixtures README lists 40 captures");
+    assert_eq!(n, 42, "the fixtures README lists 42 captures");
 }
