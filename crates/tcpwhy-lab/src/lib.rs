@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod emulator;
+pub mod matrix;
 pub mod os;
 pub mod run;
 pub mod scenarios;

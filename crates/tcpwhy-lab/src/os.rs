@@ -27,11 +27,55 @@ where
     T: Send + 'static,
     F: FnOnce() -> io::Result<T> + Send + 'static,
 {
+    spawn_in_on(ns, None, f)
+}
+
+/// Run `f` on a new thread inside namespace `ns`, pinned to `cpu` when given. Threads the
+/// new thread starts inherit the pinning.
+pub fn spawn_in_on<T, F>(
+    ns: &str,
+    cpu: Option<usize>,
+    f: F,
+) -> std::thread::JoinHandle<io::Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+{
     let ns = ns.to_string();
     std::thread::spawn(move || {
         enter_netns(&ns)?;
+        if let Some(cpu) = cpu {
+            pin_to_cpu(cpu)?;
+        }
         f()
     })
+}
+
+/// The CPUs this process may run on, lowest first: the affinity mask of the first thread
+/// that asks (read once, so that threads pinned since do not narrow it).
+pub fn allowed_cpus() -> &'static [usize] {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
+            return Vec::new();
+        };
+        (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect()
+    })
+}
+
+/// Where the lab's traffic runs: clients and servers share one CPU, so a bulk sender never
+/// moves between CPUs (over veth that reorders its segments) and ping-pongs do not depend on
+/// where the scheduler put each side.
+pub fn traffic_cpu() -> Option<usize> {
+    allowed_cpus().first().copied()
+}
+
+/// Where the lab's helpers run (the emulators that forward packets in order, the captures):
+/// another CPU than the traffic's when there is one.
+pub fn helper_cpu() -> Option<usize> {
+    allowed_cpus().last().copied()
 }
 
 /// Run a command to completion; its stderr becomes the error message when it fails.

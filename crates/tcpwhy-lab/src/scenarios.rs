@@ -2,10 +2,11 @@
 //! its fix, and checks what the analyzer sees in its capture.
 
 use crate::emulator::{DropRule, EmulatorConfig};
+use crate::matrix::Vantage;
 use crate::os;
-use crate::run::{captured, captured_at, connections, start_emulator, Ctx, Outcome, Phase};
+use crate::run::{captured, connections, start_emulator, Ctx, Outcome, Phase};
 use crate::stats::Latencies;
-use crate::topo::{Topology, TopologyOptions, CLIENT_ADDR, SERVER_ADDR};
+use crate::topo::{Topology, TopologyOptions, SERVER_ADDR};
 use crate::traffic::{self, SockOpts};
 use serde_json::json;
 use std::io::{self, Read, Write};
@@ -26,6 +27,8 @@ pub struct Scenario {
     pub fast: bool,
     /// The finding `tcpwhy analyze` must name in the broken capture (and not in the fixed).
     pub expect: Option<&'static str>,
+    /// Where it captures when no vantage is asked for.
+    pub vantage: Vantage,
     pub run: fn(&Ctx) -> io::Result<Outcome>,
 }
 
@@ -38,6 +41,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "TCP timestamps on (the TIME-WAIT socket then accepts the SYN by PAWS)",
         fast: true,
         expect: Some("syn-stale-state"),
+        vantage: Vantage::Client,
         run: stale_syn_timewait,
     },
     Scenario {
@@ -48,6 +52,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "deliver the RST (control: the RST passes)",
         fast: true,
         expect: Some("syn-stale-state"),
+        vantage: Vantage::Client,
         run: stale_syn_lost_rst,
     },
     Scenario {
@@ -58,6 +63,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "this kernel: no connection should take over 100 ms",
         fast: true,
         expect: None,
+        vantage: Vantage::Client,
         run: seed000_reproducer,
     },
     Scenario {
@@ -68,6 +74,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "net.ipv4.tcp_slow_start_after_idle=0 in the sender's namespace (or BBR)",
         fast: false,
         expect: Some("slow-start-restart"),
+        vantage: Vantage::Client,
         run: slow_start_after_idle,
     },
     Scenario {
@@ -78,6 +85,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "TCP_NODELAY, or one write per message",
         fast: true,
         expect: Some("nagle-delayed-ack"),
+        vantage: Vantage::Client,
         run: nagle_delayed_ack,
     },
     Scenario {
@@ -88,6 +96,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "size the table for the sockets (tcp_child_ehash_entries, thash_entries), or the shared table",
         fast: false,
         expect: None,
+        vantage: Vantage::Client,
         run: ehash_chain,
     },
     Scenario {
@@ -98,6 +107,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "a backlog sized for bursts (128; the same 3 s pause before accept())",
         fast: true,
         expect: Some("syn-unanswered"),
+        vantage: Vantage::Client,
         run: syn_backlog_full,
     },
     Scenario {
@@ -108,6 +118,7 @@ pub const SCENARIOS: &[Scenario] = &[
         fix: "find the loss (control: nothing dropped)",
         fast: true,
         expect: Some("rto-retransmission"),
+        vantage: Vantage::Server,
         run: tail_loss,
     },
 ];
@@ -150,7 +161,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let st = Arc::clone(&stop);
     let (tx, rx) = std::sync::mpsc::channel();
-    let handle = os::spawn_in(ns, move || {
+    let handle = os::spawn_in_on(ns, os::traffic_cpu(), move || {
         let l = match traffic::listen(at, backlog, &opts) {
             Ok(l) => {
                 let _ = tx.send(None);
@@ -183,7 +194,7 @@ where
 {
     spawn_listener(
         &topo.server,
-        server_addr(port),
+        topo.server_addr(port),
         backlog,
         opts,
         move |l, st| traffic::serve(l, st, handle),
@@ -198,12 +209,12 @@ fn idle(e: &io::Error) -> bool {
     )
 }
 
-/// Run `f` on a thread inside namespace `ns` and wait for it.
+/// Run `f` on a thread inside namespace `ns`, on the traffic CPU, and wait for it.
 fn in_ns<T: Send + 'static>(
     ns: &str,
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
-    os::spawn_in(ns, f)
+    os::spawn_in_on(ns, os::traffic_cpu(), f)
         .join()
         .map_err(|_| io::Error::other("lab thread panicked"))?
 }
@@ -213,10 +224,15 @@ fn in_ns<T: Send + 'static>(
 const BULK: usize = 1 << 20;
 
 fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
+    // With tcp_rfc1337 each reconnect waits for TIME-WAIT to end (about a minute).
     let n = if ctx.opts.rfc1337 {
-        1
+        if ctx.opts.quick {
+            1
+        } else {
+            2
+        }
     } else if ctx.opts.quick {
         3
     } else {
@@ -242,7 +258,13 @@ fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
             BULK >> 20
         ));
         let stop = Arc::clone(&ctx.stop);
-        let lat = captured(ctx, &topo, "stale-syn-timewait", &mut phase, || {
+        let to = topo.server_addr(5000);
+        let name = if ctx.opts.rfc1337 {
+            "stale-syn-timewait-rfc1337"
+        } else {
+            "stale-syn-timewait"
+        };
+        let lat = captured(ctx, &topo, name, &mut phase, || {
             in_ns(&topo.client, move || {
                 let mut lat = Latencies::default();
                 let mut rates = Vec::new();
@@ -256,14 +278,14 @@ fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
                         ..SockOpts::default()
                     };
                     let t0 = Instant::now();
-                    let (mut s, _) = traffic::connect(server_addr(5000), &opts)?;
+                    let (mut s, _) = traffic::connect(to, &opts)?;
                     traffic::write_zeros(&mut s, BULK)?;
                     traffic::read_to_eof(&mut s)?; // the server closes first
                     rates.push(BULK as f64 / t0.elapsed().as_secs_f64() / 1e6);
                     drop(s);
                     // Our FIN's ACK must arrive before the 4-tuple is free here.
                     std::thread::sleep(Duration::from_millis(20));
-                    let (s, took) = traffic::connect(server_addr(5000), &opts)?;
+                    let (s, took) = traffic::connect(to, &opts)?;
                     lat.push(took);
                     drop(s);
                 }
@@ -281,10 +303,10 @@ fn stale_syn_timewait(ctx: &Ctx) -> io::Result<Outcome> {
 }
 
 fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     let n = if ctx.opts.quick { 5 } else { 10 };
-    let client_ip: IpAddr = CLIENT_ADDR.parse().map_err(io::Error::other)?;
+    let client_ip = topo.client_ip();
     // The server reads the 4-byte request and keeps its socket: a stale socket if the client's
     // RST never arrives.
     let srv = server(&topo, 5000, 128, SockOpts::default(), |mut s| {
@@ -321,6 +343,7 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
             },
         )?;
         let stop = Arc::clone(&ctx.stop);
+        let to = topo.server_addr(5000);
         let lat = captured(ctx, &topo, "stale-syn-lost-rst", &mut phase, || {
             in_ns(&topo.client, move || {
                 let mut lat = Latencies::default();
@@ -335,12 +358,12 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
                         nodelay: true,
                         ..SockOpts::default()
                     };
-                    let (mut s, _) = traffic::connect(server_addr(5000), &opts)?;
+                    let (mut s, _) = traffic::connect(to, &opts)?;
                     s.write_all(b"ping")?;
                     std::thread::sleep(Duration::from_millis(5));
                     drop(s); // RST
                     std::thread::sleep(Duration::from_millis(5));
-                    let (mut s, took) = traffic::connect(server_addr(5000), &opts)?;
+                    let (mut s, took) = traffic::connect(to, &opts)?;
                     lat.push(took);
                     s.write_all(b"ping")?;
                     std::thread::sleep(Duration::from_millis(5));
@@ -361,7 +384,7 @@ fn stale_syn_lost_rst(ctx: &Ctx) -> io::Result<Outcome> {
 }
 
 fn seed000_reproducer(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     let secs = if ctx.opts.quick {
         ctx.opts.seconds.min(3.0)
@@ -430,12 +453,13 @@ fn seed000_reproducer(ctx: &Ctx) -> io::Result<Outcome> {
     Ok(out)
 }
 
-/// Server -> client data flights seen at the client: segments per burst, bursts split by
-/// gaps over `gap_ms`. Returns the segment counts of the first `flights` bursts after each
-/// idle period over `idle_ms`.
+/// Server -> client data flights in a capture: segments of `mss` bytes per burst (a
+/// super-segment of a capture with offloads counts by its bytes), bursts split by gaps over
+/// `gap_ms`. Returns the bursts of each period after an idle gap over `idle_ms`.
 fn flights_after_idle(
     path: &std::path::Path,
     server_port: u16,
+    mss: u32,
     idle_ms: i64,
     gap_ms: i64,
 ) -> io::Result<Vec<Vec<u32>>> {
@@ -453,6 +477,7 @@ fn flights_after_idle(
         if seg.src_port != server_port || seg.payload_len == 0 {
             continue;
         }
+        let segs = seg.payload_len.div_ceil(mss.max(1));
         let gap = last.map_or(i64::MAX, |t| (pkt.ts_ns - t) / 1_000_000);
         last = Some(pkt.ts_ns);
         if gap > idle_ms {
@@ -462,16 +487,16 @@ fn flights_after_idle(
                 }
             }
             bursts.push(Vec::new());
-            cur = Some(1);
+            cur = Some(segs);
         } else if gap > gap_ms {
             if let Some(c) = cur.take() {
                 if let Some(b) = bursts.last_mut() {
                     b.push(c)
                 }
             }
-            cur = Some(1);
+            cur = Some(segs);
         } else {
-            cur = Some(cur.unwrap_or(0) + 1);
+            cur = Some(cur.unwrap_or(0) + segs);
         }
     }
     if let (Some(c), Some(b)) = (cur, bursts.last_mut()) {
@@ -481,7 +506,7 @@ fn flights_after_idle(
 }
 
 fn slow_start_after_idle(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     // The gap must be several RTOs (~250 ms here): cwnd halves once per RTO of idle down to the
     // initial window (tcp_cwnd_restart), so 1 s leaves it at 1/16, 3 s at the initial window.
@@ -531,10 +556,11 @@ fn slow_start_after_idle(ctx: &Ctx) -> io::Result<Outcome> {
             },
         )?;
         let stop = Arc::clone(&ctx.stop);
+        let to = topo.server_addr(port);
         let lat = captured(ctx, &topo, "slow-start-after-idle", &mut phase, || {
             in_ns(&topo.client, move || {
                 let mut lat = Latencies::default();
-                let (mut s, _) = traffic::connect(server_addr(port), &SockOpts::default())?;
+                let (mut s, _) = traffic::connect(to, &SockOpts::default())?;
                 for r in 0..=responses {
                     if os::interrupted(&stop) {
                         break;
@@ -560,8 +586,10 @@ fn slow_start_after_idle(ctx: &Ctx) -> io::Result<Outcome> {
         srv.stop()?;
         phase.latencies = lat?;
         let emu_stats = emu_stats?;
-        if let Some(path) = phase.capture.clone() {
-            let flights = flights_after_idle(&path, port, 500, 20)?;
+        if let Some(path) = ctx.own_capture(&phase).map(std::path::Path::to_path_buf) {
+            // MSS with timestamps: 1500 - IP header - 20 - 12.
+            let mss = if topo.ipv6 { 1428 } else { MSS as u32 };
+            let flights = flights_after_idle(&path, port, mss, 500, 20)?;
             let firsts: Vec<u32> = flights
                 .iter()
                 .skip(1)
@@ -627,7 +655,7 @@ fn ping_pong(
 const MSS: usize = 1448;
 
 fn nagle_delayed_ack(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     let n = if ctx.opts.quick { 20 } else { 50 };
     let srv = server(&topo, 5000, 64, SockOpts::default(), echo_server)?;
@@ -642,10 +670,11 @@ fn nagle_delayed_ack(ctx: &Ctx) -> io::Result<Outcome> {
             if nodelay { "on" } else { "off" }
         ));
         let stop = Arc::clone(&ctx.stop);
+        let to = topo.server_addr(5000);
         let lat = captured(ctx, &topo, "nagle-delayed-ack", &mut phase, || {
             in_ns(&topo.client, move || {
                 let (mut s, _) = traffic::connect(
-                    server_addr(5000),
+                    to,
                     &SockOpts {
                         nodelay,
                         ..SockOpts::default()
@@ -660,10 +689,11 @@ fn nagle_delayed_ack(ctx: &Ctx) -> io::Result<Outcome> {
     // Seed 001's method: latency against message size, one write and two writes.
     let stop = Arc::clone(&ctx.stop);
     let per = if ctx.opts.quick { 5 } else { 10 };
+    let to = topo.server_addr(5000);
     let sweep = in_ns(&topo.client, move || {
         let mut rows = Vec::new();
         for pieces in [1usize, 2] {
-            let (mut s, _) = traffic::connect(server_addr(5000), &SockOpts::default())?;
+            let (mut s, _) = traffic::connect(to, &SockOpts::default())?;
             // Leave quick-ACK mode first (the first exchanges of a connection are ACKed at once).
             ping_pong(&mut s, 64, 1, 20, &stop)?;
             for quarter in 2..=14usize {
@@ -730,8 +760,10 @@ fn ehash_chain(ctx: &Ctx) -> io::Result<Outcome> {
     const PORTS: u64 = 63_000;
     for (label, ehash) in [("own-table-128", Some(BUCKETS)), ("shared-table", None)] {
         ctx.check()?;
+        // IPv4 only (its fill uses four extra IPv4 client addresses); no capture.
         let topo = Topology::create(&TopologyOptions {
             server_ehash_entries: ehash,
+            ..TopologyOptions::default()
         })?;
         let entries = topo.sysctl_get(&topo.server, "net.ipv4.tcp_ehash_entries")?;
         let mut phase = Phase::new(
@@ -916,7 +948,7 @@ fn ehash_chain(ctx: &Ctx) -> io::Result<Outcome> {
 }
 
 fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     const CLIENTS: usize = 8;
     for (pi, (label, backlog, pause)) in [("broken", 1, 3.0f64), ("fixed", 128, 3.0)]
@@ -934,7 +966,7 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
         let port = 5000 + pi as u16;
         let srv = spawn_listener(
             &topo.server,
-            server_addr(port),
+            topo.server_addr(port),
             backlog,
             SockOpts::default(),
             move |l, st| {
@@ -957,13 +989,13 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
                 Ok(n)
             },
         )?;
+        let to = topo.server_addr(port);
         let lat = captured(ctx, &topo, "syn-backlog-full", &mut phase, || {
             in_ns(&topo.client, move || {
                 let handles: Vec<_> = (0..CLIENTS)
                     .map(|_| {
                         std::thread::spawn(move || -> io::Result<Duration> {
-                            let (mut s, took) =
-                                traffic::connect(server_addr(port), &SockOpts::default())?;
+                            let (mut s, took) = traffic::connect(to, &SockOpts::default())?;
                             s.set_read_timeout(Some(Duration::from_secs(30)))?;
                             // A request right away, as clients do: it also completes the handshake
                             // on the server side when the final ACK was dropped by the full queue.
@@ -987,7 +1019,7 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
         let served = srv.stop();
         phase.latencies = lat?;
         served?;
-        if let Some(path) = &phase.capture {
+        if let Some(path) = ctx.own_capture(&phase) {
             let conns = connections(path)?;
             let retried = conns
                 .iter()
@@ -1009,7 +1041,7 @@ fn syn_backlog_full(ctx: &Ctx) -> io::Result<Outcome> {
 }
 
 fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
-    let topo = Topology::create(&TopologyOptions::default())?;
+    let topo = ctx.topology()?;
     let mut out = Outcome::default();
     let n = if ctx.opts.quick { 8 } else { 20 };
     // Nine full segments and a short tail: only the tail is shorter than TAIL_MAX, so the
@@ -1017,7 +1049,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
     const TAIL: usize = 500;
     const TAIL_MAX: u32 = 1000;
     const RESPONSE: usize = 9 * MSS + TAIL;
-    let server_ip: IpAddr = SERVER_ADDR.parse().map_err(io::Error::other)?;
+    let server_ip = topo.server_ip();
     for (pi, label) in ["broken", "control"].into_iter().enumerate() {
         ctx.check()?;
         let mut phase = Phase::new(label, "request to complete 10-segment response");
@@ -1035,7 +1067,7 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
         let drops = if label == "broken" {
             phase
                 .settings
-                .push("router drops the last (short) segment of each response once".into());
+                .push("the mid router drops the last (short) segment of each response once (on the server's side of the middle vantage)".into());
             (0..n as u32)
                 .map(|i| DropRule {
                     src: Some(server_ip),
@@ -1062,43 +1094,38 @@ fn tail_loss(ctx: &Ctx) -> io::Result<Outcome> {
             },
         )?;
         let stop = Arc::clone(&ctx.stop);
-        // At the server: the dropped segment and its retransmission are both on the wire here.
-        let lat = captured_at(
-            ctx,
-            &topo.server,
-            crate::topo::SERVER_IF,
-            "tail-loss",
-            &mut phase,
-            || {
-                in_ns(&topo.client, move || {
-                    let (mut s, _) = traffic::connect(
-                        server_addr(port),
-                        &SockOpts {
-                            nodelay: true,
-                            ..SockOpts::default()
-                        },
-                    )?;
-                    let mut lat = Latencies::default();
-                    for _ in 0..n {
-                        if os::interrupted(&stop) {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(200));
-                        let t0 = Instant::now();
-                        s.write_all(b"r")?;
-                        traffic::read_n(&mut s, RESPONSE)?;
-                        lat.push(t0.elapsed());
+        let to = topo.server_addr(port);
+        // At the server by default: the dropped segment and its retransmission are both on the
+        // wire there.
+        let lat = captured(ctx, &topo, "tail-loss", &mut phase, || {
+            in_ns(&topo.client, move || {
+                let (mut s, _) = traffic::connect(
+                    to,
+                    &SockOpts {
+                        nodelay: true,
+                        ..SockOpts::default()
+                    },
+                )?;
+                let mut lat = Latencies::default();
+                for _ in 0..n {
+                    if os::interrupted(&stop) {
+                        break;
                     }
-                    Ok(lat)
-                })
-            },
-        );
+                    std::thread::sleep(Duration::from_millis(200));
+                    let t0 = Instant::now();
+                    s.write_all(b"r")?;
+                    traffic::read_n(&mut s, RESPONSE)?;
+                    lat.push(t0.elapsed());
+                }
+                Ok(lat)
+            })
+        });
         let stats = emu.finish();
         srv.stop()?;
         phase.latencies = lat?;
         let stats = stats?;
         phase.extra = json!({"emulator_dropped": stats.dropped});
-        if let Some(path) = &phase.capture {
+        if let Some(path) = ctx.own_capture(&phase) {
             let conns = connections(path)?;
             let retrans: u32 = conns.iter().map(|c| c.server.retrans_segments()).sum();
             phase.analyzer.push(format!(

@@ -17,6 +17,10 @@ impl Latencies {
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
+    /// Every sample, in the order measured.
+    pub fn values(&self) -> &[Duration] {
+        &self.values
+    }
     pub fn extend(&mut self, other: Latencies) {
         self.values.extend(other.values);
     }

@@ -4,6 +4,7 @@ use serde_json::json;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tcpwhy_lab::matrix::{self, Cell, Vantage};
 use tcpwhy_lab::run::{phase_json, CaptureTarget, Ctx, Outcome, RunOptions};
 use tcpwhy_lab::scenarios::{Scenario, SCENARIOS};
 use tcpwhy_lab::stats::ms;
@@ -42,6 +43,99 @@ pub struct RunArgs {
     /// seed000-reproducer: seconds to loop.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Where to capture, all at once in the same run: client (its veth), middle (the router's
+    /// link to the second router: half the delay on each side), server (its veth), or all.
+    /// Comma-separated. Default: the scenario's own (tail-loss: server; others: client).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHERE")]
+    pub vantage: Vec<VantageArg>,
+    /// The hosts' offloads: on (TSO, GSO and GRO on the client's and server's veths, so
+    /// captures hold super-segments), off, or both (one run each). Default off.
+    #[arg(long, value_enum, value_name = "on|off|both")]
+    pub offloads: Option<OffloadsArg>,
+    /// IP version: 4, 6 or both (one run each). Default 4.
+    #[arg(long, value_enum, value_name = "4|6|both")]
+    pub ip: Option<IpArg>,
+    /// The vantage matrix: every vantage, offloads on and off, IPv4 and IPv6 (unless given),
+    /// of the scenarios with a capture; prints the table of cells at the end.
+    #[arg(long)]
+    pub matrix: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VantageArg {
+    Client,
+    Middle,
+    Server,
+    All,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffloadsArg {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpArg {
+    #[value(name = "4")]
+    V4,
+    #[value(name = "6")]
+    V6,
+    Both,
+}
+
+/// The cells asked for: vantages (empty: the scenario's own), offloads and IP versions.
+struct Cells {
+    vantages: Vec<Vantage>,
+    offloads: Vec<bool>,
+    ipv6: Vec<bool>,
+    /// Any of --vantage, --offloads, --ip, --matrix: name the cells in capture files and
+    /// print the matrix.
+    on: bool,
+}
+
+fn cells_asked(args: &RunArgs) -> Cells {
+    let mut vantages = Vec::new();
+    for v in &args.vantage {
+        let add: &[Vantage] = match v {
+            VantageArg::Client => &[Vantage::Client],
+            VantageArg::Middle => &[Vantage::Middle],
+            VantageArg::Server => &[Vantage::Server],
+            VantageArg::All => &Vantage::ALL,
+        };
+        for a in add {
+            if !vantages.contains(a) {
+                vantages.push(*a);
+            }
+        }
+    }
+    vantages.sort();
+    if vantages.is_empty() && args.matrix {
+        vantages = Vantage::ALL.to_vec();
+    }
+    let offloads = match args.offloads {
+        Some(OffloadsArg::On) => vec![true],
+        Some(OffloadsArg::Off) => vec![false],
+        Some(OffloadsArg::Both) => vec![false, true],
+        None if args.matrix => vec![false, true],
+        None => vec![false],
+    };
+    let ipv6 = match args.ip {
+        Some(IpArg::V4) => vec![false],
+        Some(IpArg::V6) => vec![true],
+        Some(IpArg::Both) => vec![false, true],
+        None if args.matrix => vec![false, true],
+        None => vec![false],
+    };
+    let on =
+        args.matrix || !args.vantage.is_empty() || args.offloads.is_some() || args.ip.is_some();
+    Cells {
+        vantages,
+        offloads,
+        ipv6,
+        on,
+    }
 }
 
 fn need_root(what: &str) -> Option<ExitCode> {
@@ -87,9 +181,15 @@ pub fn run(cmd: &LabCommand) -> io::Result<ExitCode> {
     }
 }
 
-fn select(args: &RunArgs) -> Result<Vec<&'static Scenario>, String> {
+/// The scenarios to run. With cells asked for, every one with a capture and a finding to
+/// check (the others have no vantage), slow ones too (--quick shortens them).
+fn select(args: &RunArgs, cells: bool) -> Result<Vec<&'static Scenario>, String> {
     if args.all {
-        return Ok(SCENARIOS.iter().filter(|s| !args.quick || s.fast).collect());
+        return Ok(SCENARIOS
+            .iter()
+            .filter(|s| !args.quick || s.fast || cells)
+            .filter(|s| !cells || s.expect.is_some())
+            .collect());
     }
     if args.names.is_empty() {
         return Err("name a scenario (tcpwhy lab list) or use --all".into());
@@ -97,10 +197,16 @@ fn select(args: &RunArgs) -> Result<Vec<&'static Scenario>, String> {
     args.names
         .iter()
         .map(|n| {
-            SCENARIOS
+            let s = SCENARIOS
                 .iter()
                 .find(|s| s.name == n)
-                .ok_or_else(|| format!("no scenario {n:?} (tcpwhy lab list)"))
+                .ok_or_else(|| format!("no scenario {n:?} (tcpwhy lab list)"))?;
+            if cells && s.expect.is_none() {
+                return Err(format!(
+                    "{n} records no capture: --vantage, --offloads, --ip and --matrix do not apply"
+                ));
+            }
+            Ok(s)
         })
         .collect()
 }
@@ -125,7 +231,8 @@ fn capture_target(args: &RunArgs, several: bool) -> CaptureTarget {
 }
 
 fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
-    let chosen = match select(args) {
+    let asked = cells_asked(args);
+    let chosen = match select(args, asked.on) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy lab run: {e}");
@@ -158,22 +265,49 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
             }
         });
     }
-    let ctx = Ctx {
+    let several = chosen.len() > 1;
+    let mut runs = Vec::new();
+    for s in chosen {
+        for &offloads in &asked.offloads {
+            for &ipv6 in &asked.ipv6 {
+                runs.push((s, offloads, ipv6));
+            }
+        }
+    }
+    let mut ctx = Ctx {
         opts: RunOptions {
-            capture: capture_target(args, chosen.len() > 1),
+            capture: capture_target(args, several),
             quick: args.quick,
             rfc1337: args.rfc1337,
             seconds: args.seconds,
+            vantages: asked.vantages.clone(),
+            offloads: false,
+            ipv6: false,
+            cell_names: asked.on,
         },
         stop,
+        default_vantage: Vantage::Client,
     };
     let mut failed = 0;
-    for s in chosen {
+    let mut all_cells: Vec<Cell> = Vec::new();
+    for (s, offloads, ipv6) in runs {
         if ctx.interrupted() {
             break;
         }
+        ctx.opts.offloads = offloads;
+        ctx.opts.ipv6 = ipv6;
+        ctx.default_vantage = s.vantage;
+        let setup = format!(
+            "offloads {}, IPv{}",
+            if offloads { "on" } else { "off" },
+            if ipv6 { 6 } else { 4 }
+        );
         if !args.json {
             writeln!(out, "== {} (seed {}): {}", s.name, s.seed, s.title)?;
+            if asked.on {
+                let v: Vec<&str> = ctx.vantages().iter().map(|v| v.name()).collect();
+                writeln!(out, "   cells:  {setup}, captured at {}", v.join(", "))?;
+            }
             writeln!(out, "   breaks: {}", s.breaks)?;
             writeln!(out, "   fix:    {}", s.fix)?;
             out.flush()?;
@@ -181,12 +315,17 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
         let t0 = std::time::Instant::now();
         let mut result = (s.run)(&ctx);
         if let Ok(o) = &mut result {
-            // The diagnosis end to end: what `tcpwhy analyze` names in each phase's capture.
-            for p in o.phases.iter_mut() {
-                p.named = tcpwhy_lab::run::named(p)?;
-            }
+            // The diagnosis end to end: what `tcpwhy analyze` names in each capture.
+            tcpwhy_lab::run::analyze_outcome(o)?;
         }
         let secs = t0.elapsed().as_secs_f64();
+        let cells: Vec<Cell> = match (s.expect, &result) {
+            (Some(id), Ok(o)) if asked.on => matrix::cells(s.name, id, offloads, ipv6, o),
+            (Some(id), Err(e)) if asked.on => {
+                matrix::failed_cells(s.name, id, &ctx.vantages(), offloads, ipv6, &e.to_string())
+            }
+            _ => Vec::new(),
+        };
         match &result {
             Ok(o) if args.json => {
                 let v = json!({
@@ -203,12 +342,15 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
                     "named_in_broken": verdict(s, o).0,
                     "silent_in_fixed": verdict(s, o).1,
                     "notes": o.notes,
+                    "offloads": if offloads { "on" } else { "off" },
+                    "ip": if ipv6 { 6 } else { 4 },
+                    "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(),
                     "error": null,
                 });
                 writeln!(out, "{v}")?;
             }
             Ok(o) => {
-                print_outcome(out, o, secs)?;
+                print_outcome(out, o, ctx.default_vantage, secs)?;
                 if let (Some(id), (Some(named), Some(silent))) = (s.expect, verdict(s, o)) {
                     writeln!(
                         out,
@@ -218,16 +360,36 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
                         if silent { "absent" } else { "ALSO named" }
                     )?;
                 }
+                for c in &cells {
+                    writeln!(
+                        out,
+                        "   cell {:<7} {}: {}",
+                        c.vantage.name(),
+                        setup,
+                        cell_line(c)
+                    )?;
+                }
             }
             Err(e) => {
                 failed += 1;
                 if args.json {
-                    let v = json!({"type": "lab", "scenario": s.name, "error": e.to_string()});
+                    let v = json!({"type": "lab", "scenario": s.name, "offloads": if offloads { "on" } else { "off" }, "ip": if ipv6 { 6 } else { 4 }, "cells": cells.iter().map(Cell::to_json).collect::<Vec<_>>(), "error": e.to_string()});
                     writeln!(out, "{v}")?;
                 } else {
                     writeln!(out, "   FAILED: {e}")?;
                 }
             }
+        }
+        out.flush()?;
+        all_cells.extend(cells);
+    }
+    if asked.on {
+        if args.json {
+            let v = json!({"type": "matrix", "cells": all_cells.iter().map(Cell::to_json).collect::<Vec<_>>()});
+            writeln!(out, "{v}")?;
+        } else {
+            writeln!(out, "\n== vantage matrix (added: what the broken runs took beyond the fixed median, summed over the slow samples; cost: the expected finding's total cost in the broken capture)")?;
+            write!(out, "{}", matrix::table(&all_cells))?;
         }
         out.flush()?;
     }
@@ -243,12 +405,34 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
     })
 }
 
-/// (the expected finding was named in the broken phase, and in no other phase).
+/// One cell in words.
+fn cell_line(c: &Cell) -> String {
+    let added = c.measured.as_ref().map_or("-".into(), |m| {
+        format!("{:.1} ms in {} samples", m.added_ms, m.occurrences)
+    });
+    let named = match c.named {
+        Some((n, cost)) if n > 0 => format!("{} x{n}, {cost:.1} ms", c.expect),
+        _ => format!("{} NOT named", c.expect),
+    };
+    let within = match (c.within(), c.deviation()) {
+        (Some(true), Some(d)) => format!("within 20% ({:+.0}%)", d * 100.0),
+        (Some(false), Some(d)) => format!("NOT within 20% ({:+.0}%)", d * 100.0),
+        _ => "no cost to compare".into(),
+    };
+    format!("added {added}; {named}; {within}")
+}
+
+/// (the expected finding was named in the broken phase's first capture, and in no other
+/// phase's first capture).
 fn verdict(s: &Scenario, o: &Outcome) -> (Option<bool>, Option<bool>) {
     let Some(id) = s.expect else {
         return (None, None);
     };
-    let has = |p: &tcpwhy_lab::run::Phase| p.named.iter().any(|(x, _, _)| x == id);
+    let has = |p: &tcpwhy_lab::run::Phase| {
+        p.captures
+            .first()
+            .is_some_and(|c| c.named.iter().any(|(x, _, _)| x == id))
+    };
     let named = o.phases.first().map(has);
     let silent = Some(o.phases.iter().skip(1).all(|p| !has(p)));
     (named, silent)
@@ -268,9 +452,18 @@ fn fmt(d: Option<std::time::Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.3} ms", ms(d)))
 }
 
-fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()> {
+fn print_outcome(out: &mut impl Write, o: &Outcome, own: Vantage, secs: f64) -> io::Result<()> {
     for p in &o.phases {
         let l = &p.latencies;
+        // The scenario's facts come from its own vantage's capture (see Ctx::own_capture).
+        let used = p
+            .capture_at(own)
+            .or_else(|| p.captures.first())
+            .map(|c| c.vantage);
+        let own = match used {
+            Some(v) if p.captures.len() > 1 => format!(" ({})", v.name()),
+            _ => String::new(),
+        };
         writeln!(
             out,
             "   {:<14} {}: p50 {}  p99 {}  max {}  (n={})",
@@ -285,10 +478,11 @@ fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()>
             writeln!(out, "   {:<14}   set: {s}", "")?;
         }
         for a in &p.analyzer {
-            writeln!(out, "   {:<14}   capture shows: {a}", "")?;
+            writeln!(out, "   {:<14}   capture shows{own}: {a}", "")?;
         }
-        if p.capture.is_some() {
-            let names: Vec<String> = p
+        let several = p.captures.len() > 1;
+        for c in &p.captures {
+            let names: Vec<String> = c
                 .named
                 .iter()
                 .map(|(id, n, cost)| format!("{id} x{n} ({cost:.1} ms)"))
@@ -298,10 +492,13 @@ fn print_outcome(out: &mut impl Write, o: &Outcome, secs: f64) -> io::Result<()>
             } else {
                 names.join(", ")
             };
-            writeln!(out, "   {:<14}   tcpwhy analyze names: {names}", "")?;
-        }
-        if let Some(c) = &p.capture {
-            writeln!(out, "   {:<14}   capture: {}", "", c.display())?;
+            let at = if several {
+                format!(" ({})", c.vantage.name())
+            } else {
+                String::new()
+            };
+            writeln!(out, "   {:<14}   tcpwhy analyze names{at}: {names}", "")?;
+            writeln!(out, "   {:<14}   capture{at}: {}", "", c.path.display())?;
         }
     }
     if let Some(r) = ratio(o) {
