@@ -405,7 +405,18 @@ pub struct Endpoint {
     /// 3 bytes fit where two bools and padding were (the bools are bits of `known` now).
     pub(crate) last_sig: u32,
     pub(crate) prev_sig: [u8; 3],
+    /// The IPv4 ID of this side's last segment, how many IDs it used (its segments: a TSO or
+    /// GRO frame carries several, each with its own ID), and how many segments in a row came
+    /// with the ID that followed (saturating). A sender whose IDs follow each other (Linux:
+    /// one counter per socket) shows a segment lost before the capture point as an ID
+    /// skipped (`id_gap`).
+    last_ip_id: u16,
+    last_ids: u8,
+    id_run: u8,
 }
+
+/// Segments in a row with consecutive IPv4 IDs before a skipped ID is taken as a lost one.
+const ID_RUN: u8 = 4;
 
 /// Bits of `Endpoint::known`.
 const ISN: u8 = 1;
@@ -471,6 +482,54 @@ impl Endpoint {
     pub fn timestamps(&self) -> bool {
         self.known & TIMESTAMPS != 0
     }
+    /// Note segment `seg`'s IPv4 ID (`mss`: the segment size, to count the IDs a TSO or GRO
+    /// frame used). Returns how many IDs were skipped just before it (segments this side sent
+    /// that the capture did not see), when this side's IDs have followed each other: 0 if
+    /// none or unknown. A skip breaks the run of consecutive IDs unless the caller explains it
+    /// (`id_skip_explained`: the skipped segment was a lost one, resent now).
+    pub(crate) fn id_gap(&mut self, seg: &TcpSegment, mss: u32) -> u16 {
+        if seg.ip_id == 0 {
+            self.id_run = 0;
+            return 0;
+        }
+        let expected = self
+            .last_ip_id
+            .wrapping_add(u16::from(self.last_ids.max(1)));
+        let skipped = seg.ip_id.wrapping_sub(expected);
+        let gap = if self.packets > 0 && self.id_run >= ID_RUN && (1..=8).contains(&skipped) {
+            skipped
+        } else {
+            0
+        };
+        self.id_run = if self.packets > 0 && skipped == 0 {
+            self.id_run.saturating_add(1)
+        } else {
+            0
+        };
+        if gap > 0 {
+            // Kept until the caller says whether the skip is explained.
+            self.id_run = ID_RUN;
+        }
+        self.last_ip_id = seg.ip_id;
+        let segs = seg.payload_len.div_ceil(mss.max(1)).max(1);
+        self.last_ids = u8::try_from(segs).unwrap_or(u8::MAX);
+        gap
+    }
+
+    /// The IDs `id_gap` found skipped were not a lost segment: the run of consecutive IDs is
+    /// broken.
+    pub(crate) fn id_skip_unexplained(&mut self) {
+        self.id_run = 0;
+    }
+
+    /// Count a segment as sent again although the capture never saw its first transmission
+    /// (lost before the capture point): a retransmitted segment, its bytes already counted as
+    /// new here.
+    pub(crate) fn count_unseen_resend(&mut self) {
+        let u = self.unusual();
+        u.retrans_segments += 1;
+    }
+
     /// Whether `sig` is the identity of this side's last segment or of the one before it.
     #[inline]
     pub(crate) fn recently_sent(&self, sig: u32) -> bool {
@@ -603,6 +662,9 @@ impl Endpoint {
             unusual: None,
             last_sig: 0,
             prev_sig: [0; 3],
+            last_ip_id: 0,
+            last_ids: 0,
+            id_run: 0,
         }
     }
 

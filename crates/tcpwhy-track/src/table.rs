@@ -82,11 +82,16 @@ pub struct SegmentEvent<'a> {
     pub new_data: bool,
     /// It carried payload already sent (a retransmission; keep-alives excluded).
     pub retransmission: bool,
-    /// It filled a sequence hole (data the capture saw this side skip) that had been open this
-    /// long; 0: none. A hole filled within a fraction of a round trip is reordering; one filled
-    /// after the peer's duplicate ACKs or a timeout is the retransmission of a segment lost
-    /// before the capture point.
-    pub hole_age_ns: i64,
+    /// It resent data lost before the capture point (the capture never saw the original), and
+    /// how long before it the original left as far as the capture can tell; 0: not such a
+    /// resend. (`retransmission` is then true too.) Two signs: it filled a sequence hole the
+    /// capture saw open for more than half a round trip (reordering closes a hole sooner), or
+    /// the sender's IPv4 IDs, consecutive until then, skipped one just before this segment,
+    /// which carries no new acknowledgment, follows a silence of both sides of one and a half
+    /// round trips and at least 100 ms (a loss probe or a timeout fired; nothing from the peer
+    /// released it), and starts where the sender's data ended (a lost tail leaves no hole):
+    /// the wait then runs from the sender's previous segment.
+    pub lost_wait_ns: i64,
 }
 
 impl<F: FnMut(&Connection)> Sink for F {
@@ -132,6 +137,13 @@ impl Default for Config {
 }
 
 const SEC: i64 = 1_000_000_000;
+const MS: i64 = 1_000_000;
+/// A lost tail is resent by a timer: a loss probe for a single segment waits at least 200 ms
+/// on Linux (1.5 SRTT + the 200 ms delayed-ACK allowance), a retransmission timeout at least
+/// 200 ms (300 ms on Windows). A sender quiet for less than this before a segment after an
+/// IPv4 ID gap did not time anything out (another connection took the IDs: a counter shared
+/// by the host, as on Windows).
+const LOSS_TIMER_MIN_NS: i64 = 100 * MS;
 
 /// A 4-tuple with its two ends in a canonical order, so both directions find the same entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -436,13 +448,14 @@ struct Slots {
 
 const CHUNK: usize = 256;
 
-/// A connection on 32-byte boundaries: 416 bytes, 13 x 32, so each spans 7 cache lines
-/// wherever it starts, as many as on 64-byte boundaries, where it would take 448.
+/// A connection on 32-byte boundaries: 448 bytes (432 of them the connection), 14 x 32, so
+/// each spans 7 or 8 cache lines wherever it starts.
 #[derive(Default)]
 #[repr(align(32))]
 struct Slot(Option<Connection>);
 
-const _: () = assert!(std::mem::size_of::<Slot>() == std::mem::size_of::<Connection>());
+const _: () =
+    assert!(std::mem::size_of::<Slot>() == std::mem::size_of::<Connection>().div_ceil(32) * 32);
 
 impl Slots {
     fn get(&self, slot: u32) -> Option<&Connection> {
@@ -713,7 +726,7 @@ impl Tracker {
                 self.create(hash, seg, at, prev, sink)
             }
         };
-        if let Some((from, new_data, retransmission, hole_age_ns)) =
+        if let Some((from, new_data, retransmission, lost_wait_ns)) =
             self.update(slot, seg, at, frame_len)
         {
             if let Some(c) = self.slots.get(slot) {
@@ -722,8 +735,8 @@ impl Tracker {
                     at,
                     from,
                     new_data,
-                    retransmission,
-                    hole_age_ns,
+                    retransmission: retransmission || lost_wait_ns > 0,
+                    lost_wait_ns,
                 };
                 sink.segment(c, &ev);
             }
@@ -821,8 +834,8 @@ impl Tracker {
         slot
     }
 
-    /// Account one segment; returns (sender, carried new data, was a retransmission, the age of
-    /// the sequence hole it filled or 0).
+    /// Account one segment; returns (sender, carried new data, was a retransmission, how long
+    /// the original of data lost before the capture point waited, or 0: `SegmentEvent`).
     fn update(
         &mut self,
         slot: u32,
@@ -910,11 +923,40 @@ impl Tracker {
             c.handshake.count_client_rst();
         }
 
+        // A resend of data lost before the capture point (`SegmentEvent::lost_wait_ns`): the
+        // round trip it is judged against, and what the sender had done before this segment.
+        let rtt = c.handshake_rtt_ns().unwrap_or(0);
         let (me, peer) = match side {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
         };
+        // Timer-driven: neither this side nor its peer sent anything for a while (a segment
+        // that follows the peer's packet at once, a window update, answers it).
+        let quiet_ns = at.ts_ns - me.last_ts;
+        let peer_quiet_ns = at.ts_ns - peer.last_ts;
+        let same_ack = me.max_ack() == Some(seg.ack);
+        let starts_at_end = me.next_seq() == Some(seg.seq);
+        let id_gap = me.id_gap(seg, u32::from(peer.mss().unwrap_or(1460)));
         let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
+        let lost_wait_ns = if hole_age_ns > (rtt / 2).max(MS) && !retransmission {
+            me.count_unseen_resend();
+            hole_age_ns
+        } else if id_gap > 0
+            && had_new
+            && !retransmission
+            && seg.payload_len > 0
+            && same_ack
+            && starts_at_end
+            && quiet_ns.min(peer_quiet_ns) >= (rtt + rtt / 2).max(LOSS_TIMER_MIN_NS)
+        {
+            me.count_unseen_resend();
+            quiet_ns
+        } else {
+            if id_gap > 0 {
+                me.id_skip_unexplained();
+            }
+            0
+        };
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {
                 me.on_tsval(tsval, at.ts_ns);
@@ -957,7 +999,7 @@ impl Tracker {
         if due < self.armed[slot as usize] {
             self.arm(slot, id, due);
         }
-        Some((side, had_new, retransmission, hole_age_ns))
+        Some((side, had_new, retransmission, lost_wait_ns))
     }
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {

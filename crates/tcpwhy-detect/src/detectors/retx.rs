@@ -9,8 +9,9 @@
 //! - timeout: any other resend, and every resend of a range resent before (backoff);
 //! - spurious: the peer had the data: acknowledged at the capture point before the resend, or
 //!   reported twice by a D-SACK (RFC 2883). Not loss;
-//! - a segment that fills a sequence hole the capture saw open for more than half a round
-//!   trip was lost before the capture point: its resend, timed from when the hole opened;
+//! - a resend of a segment lost before the capture point (the tracker's judgement,
+//!   `SegmentEvent::lost_wait_ns`: a hole filled late, or an IPv4 ID skipped before a lost
+//!   tail's resend), timed from when the capture last saw the original's flight;
 //! - data resent after a SYN-ACK that did not accept it in the SYN (TCP Fast Open fallback)
 //!   is not loss either, and is not counted.
 
@@ -368,15 +369,13 @@ impl State {
         let start = seg.seq;
         let end = seg.seq + seg.payload_len;
         let rtt = rtt_ns(c);
-        // A hole filled after more than half a round trip: the retransmission of a segment
-        // lost before the capture point (reordering takes a fraction of a round trip).
-        let upstream =
-            !ev.retransmission && ev.hole_age_ns > rtt.map_or(20 * MS, |r| (r / 2).max(MS));
-        if ev.new_data && !ev.retransmission && !upstream {
+        // The tracker judged it the resend of a segment lost before the capture point.
+        let upstream = ev.lost_wait_ns > 0;
+        if ev.new_data && !ev.retransmission {
             self.sent.push((start, end, ev.at));
             return None;
         }
-        if !ev.retransmission && !upstream {
+        if !ev.retransmission {
             return None;
         }
         let original = if upstream {
@@ -416,7 +415,7 @@ impl State {
         let highest = c.endpoint(me).next_seq().unwrap_or(end);
         let from_ns = match original {
             Some(o) => o.ts_ns,
-            None if upstream => ev.at.ts_ns - ev.hole_age_ns,
+            None if upstream => ev.at.ts_ns - ev.lost_wait_ns,
             None => ev.at.ts_ns,
         };
         Some(Event::Retx(Retx {
