@@ -11,8 +11,8 @@
 //! the first flight is the bytes within half a round trip of the burst's first byte; the
 //! window the sender reached is the most bytes it sent in one round trip (in quarter
 //! round-trip bins), doubled, or the bytes acknowledged since the restart added to it, when it
-//! was still growing like slow start (each round trip 1.8 times the one before) as the burst
-//! ended.
+//! was still growing like slow start as the burst ended (that round trip carried 1.5 times the
+//! one before or more; congestion avoidance adds one segment per round trip).
 //!
 //! **Evidence.** The last data segment before the gap, the burst's first segment, the first
 //! segment after its first flight, its last segment. Details: for each restarted burst, its
@@ -20,15 +20,16 @@
 //! the same bytes would have taken with that window.
 //!
 //! **Cost.** Time, per burst: how long it took at the capture point against how long the same
-//! bytes take with the earlier window (the round trips that window still needs, plus the
-//! bytes at the fastest rate the sender reached: a quarter round trip's worth of its densest
-//! data). The sum over the bursts it happened to.
+//! bytes take with the earlier window (within the receiver's: the round trips that window
+//! still needs, plus the bytes at the fastest rate the sender reached: a quarter round trip's
+//! worth of its densest data). The sum over the bursts it happened to.
 //!
 //! **Known false positives.** An application that writes a response's first part, then the
 //! rest one round trip later, looks alike (the gap must follow the first flight by 0.6 to 1.5
-//! round trips, as the ACK clock does). Not counted: a burst the receiver's window held
-//! (window below the burst and the earlier window), a burst after a retransmission (the
-//! window was cut by loss), bursts without a known round trip.
+//! round trips, as the ACK clock does). Not counted: a burst whose first flight the
+//! receiver's window held (a window under twice the first flight), a burst after a
+//! retransmission (the window was cut by loss), bursts without a known round trip. The
+//! earlier window is taken within the receiver's window at the burst's start.
 //!
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
@@ -133,7 +134,7 @@ const LOSS_SEEN: u8 = 4;
 const PEER_SPOKE: u8 = 8;
 /// The receiver's window at the burst's start is known.
 const RWND: u8 = 16;
-/// The round trip that set `window` carried 1.8 times the one before it (slow start).
+/// The round trip that set `window` carried 1.5 times the one before it (slow start).
 const GROWING: u8 = 32;
 
 #[derive(Default)]
@@ -170,8 +171,8 @@ impl State {
         self.dense = self.dense.max(cur);
         let sum = self.bins.iter().fold(0u32, |a, b| a.saturating_add(*b));
         if sum > self.window {
-            // Growing like slow start: this round trip carried 1.8 times the one before.
-            let growing = u64::from(sum) * 10 >= u64::from(self.rtt_sum) * 18 && self.rtt_sum > 0;
+            // Growing like slow start: this round trip carried 1.5 times the one before.
+            let growing = u64::from(sum) * 10 >= u64::from(self.rtt_sum) * 15 && self.rtt_sum > 0;
             self.flags = (self.flags & !GROWING) | if growing { GROWING } else { 0 };
             self.window = sum;
         }
@@ -203,10 +204,17 @@ impl State {
         let mut found = None;
         if let (Some(b), true) = (burst, self.is(AFTER_IDLE) && !self.is(AFTER_LOSS)) {
             let bytes = u64::from(self.burst_bytes);
-            let w = u64::from(self.window_before);
+            // The window the sender could have used: the one it reached, within the receiver's.
+            let rwnd = if self.is(RWND) {
+                u64::from(self.rwnd)
+            } else {
+                u64::MAX
+            };
+            let w = u64::from(self.window_before).min(rwnd);
             let second = i64::from(self.second_us) * 1000;
             let dense = self.dense.max(self.dense_before);
-            let held_by_receiver = self.is(RWND) && u64::from(self.rwnd) < bytes.min(w);
+            // The receiver's window, not the sender's, made the first flight small.
+            let held_by_receiver = rwnd < 2 * u64::from(self.first_flight);
             if w > 0
                 && rtt > 0
                 && bytes > u64::from(self.first_flight)
@@ -222,7 +230,9 @@ impl State {
                 let serial =
                     (bytes as f64 * f64::from(self.bin_us) * 1000.0 / f64::from(dense)) as i64;
                 let would = (rounds - 1) * rtt + serial.min(took);
-                if took - would >= rtt / 2 {
+                // Worth naming: half a round trip, and a millisecond (a loopback's restart
+                // costs microseconds).
+                if took - would >= (rtt / 2).max(MS) {
                     found = Some(Restart {
                         burst: b,
                         bytes,
