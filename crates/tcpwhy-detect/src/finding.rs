@@ -23,6 +23,44 @@ pub struct Finding {
     pub fix: std::borrow::Cow<'static, str>,
     /// Cause-specific facts.
     pub details: Value,
+    /// How sure the finding is, and why not more.
+    pub confidence: Confidence,
+}
+
+/// How sure a finding is: `High` unless something about the capture makes its cause or its cost
+/// less certain (the reasons say what).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Level {
+    Low,
+    Medium,
+    #[default]
+    High,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Low => "low",
+            Level::Medium => "medium",
+            Level::High => "high",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Confidence {
+    pub level: Level,
+    pub reasons: Vec<&'static str>,
+}
+
+impl Confidence {
+    /// Lower the level to at most `level`, for `reason`.
+    pub fn lower(&mut self, level: Level, reason: &'static str) {
+        self.level = self.level.min(level);
+        if !self.reasons.contains(&reason) {
+            self.reasons.push(reason);
+        }
+    }
 }
 
 impl Finding {
@@ -39,13 +77,15 @@ impl Finding {
             explanation: String::new(),
             fix: std::borrow::Cow::Borrowed(""),
             details: Value::Null,
+            confidence: Confidence::default(),
         }
     }
 
-    /// `frame.number in {12 13 14}`: paste into Wireshark's display filter.
+    /// `frame.number in {12,13,14}`: paste into Wireshark's display filter (Wireshark 4
+    /// separates set members with commas; 3.x took spaces, 4 rejects them).
     pub fn wireshark_filter(&self) -> String {
         let list: Vec<String> = self.frames.iter().map(u64::to_string).collect();
-        format!("frame.number in {{{}}}", list.join(" "))
+        format!("frame.number in {{{}}}", list.join(","))
     }
 }
 

@@ -7,6 +7,7 @@
 //! with the numbers, and the fix. `tcpwhy explain ID` prints a detector's documentation.
 #![forbid(unsafe_code)]
 
+pub mod confidence;
 pub mod detectors;
 pub use detectors::ConnState;
 mod exchange;
@@ -16,7 +17,7 @@ mod stall;
 pub use exchange::{Exchange, Split};
 pub use stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
 
-pub use finding::Finding;
+pub use finding::{Confidence, Finding, Level};
 use tcpwhy_track::{Connection, SegmentEvent, Sink};
 
 /// What `tcpwhy explain` shows, and what the registry lists.
@@ -162,6 +163,9 @@ impl Sink for Detectors<'_> {
     fn connection(&mut self, c: &Connection) {
         let cs = self.states.get(c);
         self.set.finished(cs, c, &mut self.buf);
+        for f in &mut self.buf {
+            confidence::assess(c, f);
+        }
         self.exchanges.finished(cs, c, &mut self.xbuf);
         self.stalls.finished(cs);
         self.states.release(c);

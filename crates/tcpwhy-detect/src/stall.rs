@@ -18,6 +18,9 @@
 //!   (pacing with a collapsed bandwidth estimate after a loss, as BBR does; a send buffer
 //!   the application fills late). The wire cannot tell these apart; the sender's host can.
 //!
+//! A gap the capture lost (the sender's data resumes beyond what was seen, or the receiver
+//! acknowledges bytes never seen) is nobody's stall: the sender was busy, the capture missed it.
+//!
 //! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
 
 use crate::detectors::{rtt_ns, ConnState, MS};
@@ -159,6 +162,10 @@ impl Stalls {
                     last_retx: d.last_retx,
                     ..Dir::default()
                 };
+            } else if d.snd_nxt().is_some_and(|n| seg.seq > n) {
+                // Data beyond what the capture saw sent: the sender was not silent, the
+                // capture missed its packets (a gap the capture lost is nobody's pause).
+                d.last_progress = Some(ev.at);
             } else if ev.new_data || ev.retransmission {
                 let how = if ev.new_data && !ev.retransmission {
                     Resume::NewData
@@ -193,7 +200,9 @@ impl Stalls {
         }
         if seg.flags.ack() {
             let advanced = d.snd_una().is_none_or(|u| seg.ack > u);
-            if d.is(ACTIVE) && advanced {
+            // An ACK for data the capture never saw: the gap before it was the capture's.
+            let unseen = d.snd_nxt().is_some_and(|n| seg.ack > n);
+            if d.is(ACTIVE) && advanced && !unseen {
                 d.check(c, peer, ev.from, ev.at, Resume::Ack, out);
             }
             if advanced {

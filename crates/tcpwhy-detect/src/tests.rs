@@ -307,9 +307,24 @@ fn syn_unanswered_ladder_fingerprints() {
     ]);
     assert_eq!(ids(&f), ["syn-unanswered"]);
     assert_eq!(f[0].cost_ns, 3010 * MS);
+    assert_eq!(f[0].details["ladder"], "doubling from 1 s");
+    // Several stacks send that ladder: none is named.
+    assert_eq!(f[0].details["client_stack"], "unknown");
+    // macOS and Linux >= 6.5 both retry 1, 1, 1, 1, 1, then 2, 4 ... s apart (cs_http_espn_fail's
+    // Mac OS X 10.10 client was called Linux): shared, so unknown too.
+    let mut lines: Vec<Line> = Vec::new();
+    for t in [0, 1000, 2000, 3000, 4000, 5000, 7000, 11000] {
+        lines.push((t, C, SYN, 1000, 0, 0, 1000, &[]));
+    }
+    let f = run(&lines);
     assert_eq!(
-        f[0].details["client_stack"],
-        "doubling from 1 s: Linux < 6.5, BSD, macOS"
+        f[0].details["ladder"],
+        "retries 1 s apart (then doubling after five)"
+    );
+    assert_eq!(f[0].details["client_stack"], "unknown");
+    assert_eq!(
+        f[0].details["stacks"],
+        serde_json::json!(["Linux >= 6.5 (tcp_syn_linear_timeouts=4)", "macOS"])
     );
     // One SYN answered at once: nothing.
     assert!(run(&HS).is_empty());
@@ -1095,4 +1110,28 @@ fn a_round_trip_of_seconds_is_named_even_behind_a_long_transfer() {
     let p: Vec<&Finding> = f.iter().filter(|x| x.id == "path-latency").collect();
     assert_eq!(p.len(), 1, "{f:?}");
     assert_eq!(p[0].cost_ns, 2 * 3_400 * MS);
+}
+
+#[test]
+fn a_gap_the_capture_lost_is_nobodys_pause() {
+    // A response whose data, 500 ms after everything seen was acknowledged, resumes beyond a
+    // stretch the capture never saw (6001..7001 missing): the sender was sending, the capture
+    // missed it. No sender-limited pause (a capture-loss finding says so instead).
+    let f = run(&with_hs(&[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+        (531, S, ACK | PSH, 7001, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 7101, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["capture-loss"], "{f:?}");
+    // The same with an ACK for the unseen bytes ending the gap.
+    let f = run(&with_hs(&[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+        (531, C, ACK, 1101, 7001, 0, 1000, &[]),
+        (541, S, ACK | PSH, 7001, 1101, 100, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["capture-loss"], "{f:?}");
 }

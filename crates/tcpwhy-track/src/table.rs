@@ -617,16 +617,31 @@ fn guess_roles(seg: &TcpSegment) -> (bool, RoleSource) {
             (true, RoleSource::Syn)
         };
     }
+    // A well-known port (below 1024) or a registered service's port is the server's, before
+    // any guess from the ephemeral range (Windows XP clients took ports 1025-5000; servers
+    // listen on 8080 or 3306, below Linux's ephemeral range too).
     let (s, d) = (seg.src_port, seg.dst_port);
+    if (s < 1024) != (d < 1024) {
+        return (d < 1024, RoleSource::Port);
+    }
+    let service = |p: u16| SERVICE_PORTS.binary_search(&p).is_ok();
+    if service(s) != service(d) {
+        return (service(d), RoleSource::Port);
+    }
     let eph = |p: u16| p >= EPHEMERAL_MIN;
     if eph(s) != eph(d) {
         return (eph(s), RoleSource::Port);
     }
-    if (s < 1024) != (d < 1024) {
-        return (d < 1024, RoleSource::Port);
-    }
     (true, RoleSource::FirstPacket)
 }
+
+/// Registered ports of common services above 1024, sorted: a connection without handshake
+/// whose one end uses one has its server there.
+pub(crate) const SERVICE_PORTS: [u16; 44] = [
+    1080, 1194, 1433, 1521, 1723, 1883, 2049, 2181, 2375, 2376, 3128, 3268, 3306, 3389, 4369, 5000,
+    5060, 5222, 5432, 5671, 5672, 5900, 5984, 6379, 6443, 6667, 7000, 8000, 8008, 8080, 8081, 8443,
+    8883, 8888, 9000, 9042, 9090, 9092, 9100, 9200, 9300, 9418, 11211, 27017,
+];
 
 impl Tracker {
     pub fn new(cfg: Config) -> Tracker {

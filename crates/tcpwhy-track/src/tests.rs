@@ -1479,3 +1479,21 @@ fn a_lost_tail_shows_at_the_receiver_as_a_skipped_ip_id() {
     // A skip after only 30 ms: no loss timer fires that soon.
     assert_eq!(run([100, 101, 103, 104, 105, 107], 41, 70), []);
 }
+
+#[test]
+fn service_ports_name_the_server_of_a_connection_without_handshake() {
+    // Mid-stream (no SYN): a Windows XP client on port 1350 talking to a web proxy on 8080;
+    // the first packet seen is the proxy's. Neither port is below 1024 or in Linux's
+    // ephemeral range: the service port names the server.
+    let proxy = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), 8080);
+    let xp = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 1350);
+    let mut r = Run::new();
+    r.seg_between(0, proxy, xp, ACK | PSH, 500, 900, 100);
+    let c = &r.finish()[0];
+    assert_eq!((c.server.port, c.client.port), (8080, 1350));
+    assert_eq!(c.role, RoleSource::Port);
+    assert!(
+        crate::table::SERVICE_PORTS.windows(2).all(|w| w[0] < w[1]),
+        "sorted for the search"
+    );
+}

@@ -197,3 +197,68 @@ fn every_fixture_matches_tshark() {
     }
     assert!(checked >= 25, "only {checked} fixtures checked");
 }
+
+/// Every finding's `wireshark_filter`, on every lab capture (the vantage cells too), is a
+/// display filter the installed tshark (4.x) accepts, and it selects exactly the finding's
+/// evidence frames.
+#[test]
+fn every_wireshark_filter_parses_in_tshark_and_selects_the_evidence() {
+    if !have_tshark() {
+        return;
+    }
+    let mut files: Vec<String> = Vec::new();
+    for dir in ["../../fixtures/lab", "../../fixtures/lab/vantage"] {
+        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for e in std::fs::read_dir(&d).expect("fixture directory") {
+            let p = e.expect("entry").path();
+            let name = p.to_string_lossy().into_owned();
+            if name.ends_with(".pcap") || name.ends_with(".pcap.gz") {
+                files.push(name);
+            }
+        }
+    }
+    files.sort();
+    let mut checked = 0;
+    for file in &files {
+        let out = tcpwhy(&["analyze", "--format", "json", file]);
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            if v["type"] != "finding" {
+                continue;
+            }
+            let filter = v["wireshark_filter"].as_str().expect("a filter");
+            let want: Vec<u64> = v["frames"]
+                .as_array()
+                .expect("frames")
+                .iter()
+                .filter_map(|f| f.as_u64())
+                .collect();
+            let t = Command::new("tshark")
+                .args([
+                    "-n",
+                    "-r",
+                    file,
+                    "-Y",
+                    filter,
+                    "-T",
+                    "fields",
+                    "-e",
+                    "frame.number",
+                ])
+                .output()
+                .expect("tshark");
+            assert!(
+                t.status.success(),
+                "{file}: tshark rejects {filter:?}: {}",
+                String::from_utf8_lossy(&t.stderr)
+            );
+            let got: Vec<u64> = String::from_utf8_lossy(&t.stdout)
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            assert_eq!(got, want, "{file}: {filter}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} findings checked");
+}

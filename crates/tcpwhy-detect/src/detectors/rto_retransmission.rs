@@ -88,13 +88,26 @@ impl Timeouts {
             },
             ms(st.total_ns)
         );
-        f.fix = "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into();
+        // Nothing at all came back from the receiver once the resends began: it stopped
+        // answering (hung, gone, unplugged), which no path loss explains better.
+        let silent = c.endpoint(side.other()).last_ts < first.at.ts_ns;
+        f.fix = if silent {
+            format!(
+                "the receiver ({}) sent nothing once the resends began ({} silent to the end of the capture): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
+                c.endpoint(side.other()).addr,
+                ms(c.last.ts_ns - c.endpoint(side.other()).last_ts)
+            )
+            .into()
+        } else {
+            "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into()
+        };
         f.details = json!({
             "sender": side.name(),
             "retransmissions": st.count,
             "tail": st.tail,
             "max_backoff": st.max_backoff,
             "lost_before_capture_point": st.upstream,
+            "receiver_silent": silent,
             "waits_ms": waits,
             "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
         });

@@ -5,9 +5,11 @@
 //! protection, a firewall, or loss.
 //!
 //! **Evidence.** Every SYN and the SYN-ACK if one came. Details: the retry ladder (the gaps),
-//! which names the client stack: 1 s apart then doubling is Linux >= 6.5
-//! (tcp_syn_linear_timeouts=4: retries at 1, 2, 3, 4, 5 s, then 7, 11 ...); 1, 3, 7, 15 s is
-//! older Linux and BSD (exponential from 1 s); a first gap of 3 s is an old Windows or Solaris.
+//! its shape and the stacks known to send it: 1 s apart, then doubling after five retries is
+//! Linux >= 6.5 (tcp_syn_linear_timeouts=4: retries at 1, 2, 3, 4, 5 s, then 7, 11 ...) and
+//! macOS alike; 1, 3, 7, 15 s (doubling from 1 s) older Linux, FreeBSD and Windows; a first
+//! gap of 3 s old Windows, Solaris or Linux < 3.1. `client_stack` names one only when the
+//! shape is known from one stack alone, "unknown" otherwise.
 //!
 //! **Cost.** From the first SYN to the SYN-ACK (or to the last SYN, when never answered).
 //!
@@ -42,24 +44,45 @@ pub(crate) struct State {
 #[derive(Default, Debug)]
 pub(crate) struct SynsAgain(Vec<At>);
 
-#[derive(Default)]
-pub struct SynUnanswered {}
-
-fn fingerprint(gaps_ms: &[f64]) -> &'static str {
+/// The shape of a SYN retry ladder (its gaps), and the stacks known to send it. A ladder names
+/// the client's stack only when exactly one is known to send it; most shapes are shared
+/// (Linux >= 6.5 with tcp_syn_linear_timeouts=4 and macOS both send 1, 1, 1, 1, 1, 2, 4 s).
+pub(crate) fn ladder(gaps_ms: &[f64]) -> (&'static str, &'static [&'static str]) {
     let near = |x: f64, t: f64| (x - t).abs() <= t * 0.25 + 50.0;
     match gaps_ms {
-        [] => "one SYN",
-        [g, ..] if near(*g, 3000.0) => "initial RTO 3 s (old Windows, Solaris, Linux < 3.1)",
-        [a, b, ..] if near(*a, 1000.0) && near(*b, 1000.0) => {
-            "1 s apart: Linux >= 6.5 (net.ipv4.tcp_syn_linear_timeouts)"
-        }
+        [] => ("one SYN", &[]),
+        [g, ..] if near(*g, 3000.0) => (
+            "first retry after 3 s, then doubling",
+            &["Windows XP/2003", "Solaris", "Linux < 3.1"],
+        ),
+        [a, b, ..] if near(*a, 1000.0) && near(*b, 1000.0) => (
+            "retries 1 s apart (then doubling after five)",
+            &["Linux >= 6.5 (tcp_syn_linear_timeouts=4)", "macOS"],
+        ),
         [a, b, ..] if near(*a, 1000.0) && near(*b, 2000.0) => {
-            "doubling from 1 s: Linux < 6.5, BSD, macOS"
+            ("doubling from 1 s", &["Linux < 6.5", "FreeBSD", "Windows"])
         }
-        [a] if near(*a, 1000.0) => "initial RTO 1 s (RFC 6298)",
-        _ => "irregular (application retries, or a stack with its own timer)",
+        [a] if near(*a, 1000.0) => (
+            "one retry after 1 s (RFC 6298's initial RTO)",
+            &["Linux", "FreeBSD", "macOS", "Windows"],
+        ),
+        _ => (
+            "irregular (application retries, or a stack with its own timer)",
+            &[],
+        ),
     }
 }
+
+/// The client's stack when the ladder names exactly one, else "unknown".
+pub(crate) fn stack_of(stacks: &[&'static str]) -> &'static str {
+    match stacks {
+        [one] => one,
+        _ => "unknown",
+    }
+}
+
+#[derive(Default)]
+pub struct SynUnanswered {}
 
 impl Detector for SynUnanswered {
     fn info(&self) -> &'static Info {
@@ -122,9 +145,9 @@ impl Detector for SynUnanswered {
             .map(|a| a.frame())
             .chain(answer.map(|a| a.frame()))
             .collect();
-        let stack = fingerprint(&gaps);
+        let (shape, stacks) = ladder(&gaps);
         f.explanation = format!(
-            "{} SYNs from port {} went unanswered ({} retries, gaps {} ms: {stack}); {}.",
+            "{} SYNs from port {} went unanswered ({} retries, gaps {} ms: {shape}{}); {}.",
             syns.len() - usize::from(answer.is_some()),
             c.client.port,
             syns.len() - 1,
@@ -132,6 +155,11 @@ impl Detector for SynUnanswered {
                 .map(|g| format!("{g:.0}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            if stacks.is_empty() {
+                String::new()
+            } else {
+                format!(", as {} do", stacks.join(", "))
+            },
             match answer {
                 Some(_) => format!(
                     "the handshake completed {} after the first SYN",
@@ -144,7 +172,9 @@ impl Detector for SynUnanswered {
         f.details = json!({
             "syns": syns.len(),
             "gaps_ms": gaps,
-            "client_stack": stack,
+            "ladder": shape,
+            "stacks": stacks,
+            "client_stack": stack_of(stacks),
             "answered": answer.is_some(),
         });
         out.push(f);

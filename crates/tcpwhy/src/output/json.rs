@@ -288,6 +288,10 @@ pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
         "explanation": f.explanation,
         "fix": f.fix,
         "details": f.details,
+        "confidence": {
+            "level": f.confidence.level.name(),
+            "reasons": f.confidence.reasons,
+        },
     })
 }
 

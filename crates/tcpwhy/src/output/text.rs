@@ -21,6 +21,8 @@ const LATENCY_SAMPLE: usize = 100_000;
 
 pub struct TextPrinter {
     causes: std::collections::BTreeMap<&'static str, Cause>,
+    /// Low-confidence findings, ranked apart (`tcpwhy_detect::confidence`).
+    uncertain: std::collections::BTreeMap<&'static str, Cause>,
     cause_connections: super::CauseConnections,
     exchanges: u64,
     latencies: Vec<i64>,
@@ -187,6 +189,7 @@ impl TextPrinter {
     ) -> TextPrinter {
         TextPrinter {
             causes: Default::default(),
+            uncertain: Default::default(),
             cause_connections: Default::default(),
             exchanges: 0,
             latencies: Vec::new(),
@@ -237,8 +240,12 @@ impl TextPrinter {
         let st = self.style;
         let mut causes: Vec<(&'static str, Cause)> =
             std::mem::take(&mut self.causes).into_iter().collect();
+        let mut uncertain: Vec<(&'static str, Cause)> =
+            std::mem::take(&mut self.uncertain).into_iter().collect();
+        uncertain.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
         if causes.is_empty() {
-            return writeln!(self.out, "{}\n", st.green("No latency cause found."));
+            writeln!(self.out, "{}\n", st.green("No latency cause found."))?;
+            return self.uncertain_report(&uncertain);
         }
         causes.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
         writeln!(self.out, "{}", st.bold("Causes, ranked by time lost:"))?;
@@ -281,6 +288,36 @@ impl TextPrinter {
                     st.wrap(14, &f.wireshark_filter(), 14)
                 )?;
             }
+        }
+        writeln!(self.out)?;
+        self.uncertain_report(&uncertain)
+    }
+
+    /// Low-confidence findings, apart from the ranking: each id with its cost and why it is
+    /// uncertain.
+    fn uncertain_report(&mut self, uncertain: &[(&'static str, Cause)]) -> io::Result<()> {
+        if uncertain.is_empty() {
+            return Ok(());
+        }
+        let st = self.style;
+        writeln!(
+            self.out,
+            "{}",
+            st.bold("Less certain (low confidence, not ranked above):")
+        )?;
+        for (id, c) in uncertain {
+            let why = c
+                .example
+                .as_ref()
+                .and_then(|f| f.confidence.reasons.first().copied())
+                .unwrap_or("");
+            let lead = format!(
+                "  - {id}: {} in {} finding{}: ",
+                fmt_ms(c.cost_ns),
+                c.count,
+                if c.count == 1 { "" } else { "s" }
+            );
+            writeln!(self.out, "{lead}{}", st.wrap(lead.chars().count(), why, 6))?;
         }
         writeln!(self.out)
     }
@@ -617,7 +654,12 @@ impl Printer for TextPrinter {
                 p.findings.push(f.clone());
             }
         }
-        let c = self.causes.entry(f.id).or_default();
+        let ranked = if f.confidence.level == tcpwhy_detect::Level::Low {
+            &mut self.uncertain
+        } else {
+            &mut self.causes
+        };
+        let c = ranked.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
         self.cause_connections.finding(f.connection, f.id);

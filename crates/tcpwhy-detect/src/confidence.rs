@@ -1,0 +1,91 @@
+//! How sure each finding is. Every finding starts `high`; what the capture leaves uncertain
+//! about its connection lowers it, with the reason:
+//!
+//! - the capture missed packets of the connection (ACKs for data it never saw): `medium`, and
+//!   `low` for findings read from gaps and resends (a missed packet can be the gap);
+//! - the connection began before the capture (no handshake: client, server, round trip and
+//!   window scale inferred): `medium`, and `low` for findings that time turns or windows;
+//! - no complete handshake (where the capture sat is unknown, so the round trip is not split
+//!   between the two sides): `medium` for findings that take the capture point's share of it;
+//! - a loss before the capture point inferred from the sender's IPv4 IDs (its first
+//!   transmission never seen): `medium`;
+//! - packets captured twice (set aside as copies): noted, the level unchanged.
+
+use crate::finding::Level;
+use crate::Finding;
+use tcpwhy_track::{Connection, Vantage};
+
+pub const CAPTURE_LOSS: &str = "the capture missed packets of this connection";
+pub const MID_STREAM: &str =
+    "the connection began before the capture: client, server, round trip and window scale are inferred";
+pub const VANTAGE: &str =
+    "no complete handshake: where the capture sat is unknown, so the round trip is not split";
+pub const INFERRED_LOSS: &str =
+    "a loss before the capture point is inferred from the sender's IPv4 IDs (the first transmission was never seen)";
+pub const DUPLICATES: &str = "some packets were captured twice (set aside as copies)";
+
+/// Findings read from gaps, resends and windows: a packet the capture missed can be what they
+/// saw.
+const FROM_GAPS: [&str; 6] = [
+    "rto-retransmission",
+    "fast-retransmit",
+    "spurious-retransmission",
+    "sender-limited",
+    "rwnd-limited",
+    "slow-start-restart",
+];
+
+/// Findings that time request/response turns, windows or flights: they need the roles, the
+/// round trip and the window scale the handshake gives.
+const TIMED: [&str; 8] = [
+    "server-delay",
+    "client-delay",
+    "path-latency",
+    "sender-limited",
+    "slow-start-restart",
+    "rwnd-limited",
+    "nagle-delayed-ack",
+    "queueing-delay",
+];
+
+/// Findings that take the capture point's share of the round trip off a wait.
+const SPLIT: [&str; 3] = ["server-delay", "client-delay", "path-latency"];
+
+/// Lower `f`'s confidence for what the capture leaves uncertain about `c`.
+pub fn assess(c: &Connection, f: &mut Finding) {
+    if f.id == "capture-loss" {
+        return;
+    }
+    let conf = &mut f.confidence;
+    let missed = (c.client.unseen_acked_bytes() + c.server.unseen_acked_bytes()) > 0
+        && !c.client.ip_fragments()
+        && !c.server.ip_fragments();
+    if missed {
+        let level = if FROM_GAPS.contains(&f.id) {
+            Level::Low
+        } else {
+            Level::Medium
+        };
+        conf.lower(level, CAPTURE_LOSS);
+    }
+    if c.role.inferred() {
+        let level = if TIMED.contains(&f.id) {
+            Level::Low
+        } else {
+            Level::Medium
+        };
+        conf.lower(level, MID_STREAM);
+    } else if c.vantage() == Vantage::Unknown && SPLIT.contains(&f.id) {
+        conf.lower(Level::Medium, VANTAGE);
+    }
+    if f.id == "rto-retransmission"
+        && f.details["lost_before_capture_point"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    {
+        conf.lower(Level::Medium, INFERRED_LOSS);
+    }
+    if c.client.duplicates() + c.server.duplicates() > 0 {
+        conf.lower(Level::High, DUPLICATES);
+    }
+}
