@@ -160,7 +160,9 @@ impl Exchanges {
                 st.resp_all_acked = ev.at.into();
             }
         }
-        if seg.payload_len == 0 {
+        // Nothing new (a keep-alive probe repeating an old byte, a copy): no request, no
+        // response.
+        if seg.payload_len == 0 || !(ev.new_data || ev.retransmission) {
             return;
         }
         match ev.from {
@@ -238,6 +240,11 @@ impl State {
     /// The bytes of the request being answered (or being sent) now.
     pub(crate) fn request_bytes(&self) -> u64 {
         self.req_bytes
+    }
+
+    /// The request now open (its first byte) and whether its response has begun.
+    pub(crate) fn open_request(&self) -> Option<(At, bool)> {
+        self.req_first.map(|r| (r, self.resp_first.is_some()))
     }
 
     /// Close the exchange (its lost time, in `extra`, goes with it).

@@ -1135,3 +1135,53 @@ fn a_gap_the_capture_lost_is_nobodys_pause() {
     ]));
     assert_eq!(ids(&f), ["capture-loss"], "{f:?}");
 }
+
+#[test]
+fn a_reset_with_a_request_open_is_named_and_an_idle_one_is_not() {
+    // The client's request at 20 ms, the server ACKs it and resets the connection 500 ms
+    // later without answering: the request never completed, 500 ms spent on it.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (520, S, RST | ACK, 5001, 1101, 0, 0, &[]),
+    ]));
+    assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 500 * MS);
+    assert_eq!(f[0].frames, [4, 6]);
+    assert_eq!(f[0].details["reset_by"], "server");
+    assert_eq!(f[0].details["request_open"], true);
+    // The same request answered and acknowledged, then the client resets the idle connection
+    // (as browsers do after use): a close, not a finding.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK | PSH, 5001, 1101, 200, 1000, &[]),
+        (31, C, ACK, 1101, 5201, 0, 1000, &[]),
+        (5_000, C, RST | ACK, 1101, 5201, 0, 0, &[]),
+    ]));
+    assert!(f.is_empty(), "{f:?}");
+    // A reset answering the server's FIN (sent with its last 31 bytes, unacknowledged when
+    // the client, gone, resets): the server had finished; not an abort of work.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK | PSH | TcpFlags::FIN, 5001, 1101, 31, 1000, &[]),
+        (40, C, RST, 1101, 0, 0, 0, &[]),
+    ]));
+    assert!(!ids(&f).contains(&"connection-reset"), "{f:?}");
+}
+
+#[test]
+fn a_client_dropping_its_own_request_at_once_meant_to() {
+    // The lab's stale-syn-lost-rst shape: 4 bytes sent, acknowledged, the client resets 5 ms
+    // later (SO_LINGER {1, 0}): deliberate. The same reset 3 s later: it gave up waiting.
+    let reset_after = |ms: i64| {
+        run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 4, 1000, &[]),
+            (21, S, ACK, 5001, 1005, 0, 1000, &[]),
+            (20 + ms, C, RST | ACK, 1005, 5001, 0, 0, &[]),
+        ]))
+    };
+    assert!(reset_after(5).is_empty());
+    let f = reset_after(3_000);
+    assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 3_000 * MS);
+}

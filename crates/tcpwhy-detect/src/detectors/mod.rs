@@ -2,6 +2,7 @@
 
 mod capture_loss;
 mod client_delay;
+mod connection_reset;
 mod fast_retransmit;
 mod nagle_delayed_ack;
 mod path_latency;
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(client_delay::ClientDelay::default()),
         Box::new(rwnd_limited::RwndLimited::default()),
         Box::new(sender_limited::SenderLimited::default()),
+        Box::new(connection_reset::ConnectionReset::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }
@@ -41,7 +43,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
 /// Every detector, called directly in registry order (no dynamic dispatch per packet: the
 /// compiler sees each detector's early returns), each on unless all its ids are disabled.
 pub(crate) struct Set {
-    on: [bool; 13],
+    on: [bool; 14],
     syn_stale_state: syn_stale_state::SynStaleState,
     syn_unanswered: syn_unanswered::SynUnanswered,
     syn_refused: syn_refused::SynRefused,
@@ -54,6 +56,7 @@ pub(crate) struct Set {
     client_delay: client_delay::ClientDelay,
     rwnd_limited: rwnd_limited::RwndLimited,
     sender_limited: sender_limited::SenderLimited,
+    connection_reset: connection_reset::ConnectionReset,
     capture_loss: capture_loss::CaptureLoss,
 }
 
@@ -62,7 +65,7 @@ impl Set {
     /// ids is told which of them to drop.
     pub fn new(disabled: &[String]) -> Set {
         let mut set = Set {
-            on: [true; 13],
+            on: [true; 14],
             syn_stale_state: Default::default(),
             syn_unanswered: Default::default(),
             syn_refused: Default::default(),
@@ -75,6 +78,7 @@ impl Set {
             client_delay: Default::default(),
             rwnd_limited: Default::default(),
             sender_limited: Default::default(),
+            connection_reset: Default::default(),
             capture_loss: capture_loss::CaptureLoss,
         };
         let off = |id: &str| disabled.iter().any(|x| x == id);
@@ -106,6 +110,7 @@ impl Set {
             9 => &mut self.client_delay,
             10 => &mut self.rwnd_limited,
             11 => &mut self.sender_limited,
+            12 => &mut self.connection_reset,
             _ => &mut self.capture_loss,
         }
     }
@@ -164,6 +169,9 @@ impl Set {
             Detector::segment(&mut self.sender_limited, cs, c, ev, out);
         }
         if self.on[12] {
+            Detector::segment(&mut self.connection_reset, cs, c, ev, out);
+        }
+        if self.on[13] {
             Detector::segment(&mut self.capture_loss, cs, c, ev, out);
         }
     }
@@ -212,6 +220,9 @@ impl Set {
             Detector::stall(&mut self.sender_limited, cs, c, st, out);
         }
         if self.on[12] {
+            Detector::stall(&mut self.connection_reset, cs, c, st, out);
+        }
+        if self.on[13] {
             Detector::stall(&mut self.capture_loss, cs, c, st, out);
         }
     }
@@ -254,6 +265,9 @@ impl Set {
             Detector::finished(&mut self.sender_limited, cs, c, out);
         }
         if self.on[12] {
+            Detector::finished(&mut self.connection_reset, cs, c, out);
+        }
+        if self.on[13] {
             Detector::finished(&mut self.capture_loss, cs, c, out);
         }
     }
@@ -367,6 +381,7 @@ pub(crate) struct Extra {
     zero_window: [Rare<zero_window::State>; 2],
     rwnd_limited: [Rare<rwnd_limited::Found>; 2],
     sender_limited: [Rare<sender_limited::State>; 2],
+    connection_reset: Rare<connection_reset::Reset>,
 }
 
 /// The `side` argument of a part that belongs to the whole connection (it is ignored).
@@ -412,6 +427,7 @@ parts! {
         client_delay::Late => client_delay,
         server_delay::Found => server_delay,
         path_latency::Later => path_latency,
+        connection_reset::Reset => connection_reset,
         crate::exchange::Delays => exchange;
     per side:
         slow_start_restart::Found => slow_start_restart,

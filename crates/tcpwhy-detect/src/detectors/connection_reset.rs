@@ -1,0 +1,198 @@
+//! # connection-reset: the connection was aborted by a reset with work outstanding
+//!
+//! **Signal.** An established connection ends with an RST (RFC 9293 section 3.10.7) while
+//! something was still owed: a request without its response, a response still being sent, or
+//! data sent and not yet acknowledged. The request never completed: whoever waited for it got
+//! an error instead (ECONNRESET), and usually retries.
+//!
+//! A reset of a connection with nothing outstanding (an idle connection closed by RST after
+//! its last exchange, as browsers and load balancers do) is a close, not a finding; so is a
+//! reset answering the peer's FIN, a reset of a handshake never completed (a refused or
+//! scanned port: `syn-refused`), and a client resetting its own acknowledged request within a
+//! second with nothing in flight (it sent and dropped on purpose; after a second or more it
+//! gave up waiting, and that is named).
+//!
+//! **Evidence.** The open request's first segment (if any), the first RST, the last RST (a
+//! peer that keeps sending into a reset connection draws one reset per segment). Details: who
+//! reset, what was outstanding (the open request, bytes each side had in flight), how long
+//! after the connection began and after its last data, how many resets.
+//!
+//! **Cost.** From the open request's first byte (or, with only data in flight, the last data
+//! before the reset) to the reset: time spent on work that never completed.
+//!
+//! **Known false positives.** An application that aborts on purpose (SO_LINGER {1, 0} to
+//! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
+//! yet the data in flight was still thrown away.
+//!
+//! **References.** RFC 9293 section 3.10.7.3; tcp-signatures.md section 1 (a lost RST).
+
+use super::{side_name, ConnState, WHOLE};
+use crate::finding::{ms, ms_f};
+use crate::{Detector, Finding, Info};
+use serde_json::json;
+use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+
+pub static INFO: Info = Info {
+    id: "connection-reset",
+    title: "the connection was aborted by a reset with a request or data outstanding",
+    doc: include_str!("connection_reset.rs"),
+};
+
+/// The first reset with something outstanding, and the resets after it (a part of the
+/// connection's `Extra`: most connections are never reset).
+#[derive(Debug)]
+pub(crate) struct Reset {
+    rst: At,
+    last_rst: At,
+    resets: u32,
+    by: Side,
+    /// The open request's first segment, and whether its response had begun.
+    request: Option<(At, bool)>,
+    /// Bytes each side (client, server) had sent and the other had not acknowledged.
+    in_flight: [u64; 2],
+}
+
+#[derive(Default)]
+pub struct ConnectionReset {}
+
+/// A client that resets its own acknowledged request after this long gave up waiting for the
+/// answer (client timeouts are seconds); sooner, it meant to abort.
+const GAVE_UP_NS: i64 = 1_000_000_000;
+
+/// Bytes of data `side` sent that its peer has not acknowledged (as far as the capture saw;
+/// its FIN is no data).
+fn unacked(c: &Connection, side: Side) -> u64 {
+    let e = c.endpoint(side);
+    match (e.next_seq(), c.endpoint(side.other()).max_ack()) {
+        (Some(n), Some(a)) if n > a => {
+            u64::from(n.diff(a).unsigned_abs()).saturating_sub(u64::from(e.fin.is_some()))
+        }
+        _ => 0,
+    }
+}
+
+impl Detector for ConnectionReset {
+    fn info(&self) -> &'static Info {
+        &INFO
+    }
+
+    #[inline(always)]
+    fn segment(
+        &mut self,
+        cs: &mut ConnState,
+        c: &Connection,
+        ev: &SegmentEvent<'_>,
+        _out: &mut Vec<Finding>,
+    ) {
+        if !ev.seg.flags.rst() {
+            return;
+        }
+        if let Some(r) = cs.extra.peek_mut::<Reset>(WHOLE) {
+            r.resets += 1;
+            r.last_rst = ev.at;
+            return;
+        }
+        // Established (or exchanging data without a captured handshake), and not closed by
+        // FINs both ways first.
+        let established = c.handshake.ack.is_some()
+            || (c.role.inferred() && c.client.unique_bytes + c.server.unique_bytes > 0);
+        // A reset answering the peer's FIN closes what the peer finished (an abortive close
+        // instead of a FIN of its own): nothing of the peer's is lost.
+        if !established || c.endpoint(ev.from.other()).fin.is_some() {
+            return;
+        }
+        // The RST's own sequence number is not data: in flight is from the tracker's view.
+        let in_flight = [unacked(c, Side::Client), unacked(c, Side::Server)];
+        let request = cs.exchange.peek(cs.used).and_then(|x| x.open_request());
+        // A request answered in full with nothing in flight is done: the reset closes an idle
+        // connection.
+        let outstanding =
+            in_flight[0] + in_flight[1] > 0 || request.is_some_and(|(_, responded)| !responded);
+        // The client resetting its own acknowledged request, nothing in flight, before any
+        // answer could be expected to take long: a deliberate abort (send and drop), not a
+        // client that gave up waiting.
+        let gave_up = request.is_some_and(|(req, _)| ev.at.ts_ns - req.ts_ns >= GAVE_UP_NS);
+        let deliberate = ev.from == Side::Client && in_flight == [0, 0] && !gave_up;
+        if !outstanding || deliberate {
+            return;
+        }
+        cs.extra.set(
+            WHOLE,
+            Reset {
+                rst: ev.at,
+                last_rst: ev.at,
+                resets: 1,
+                by: ev.from,
+                request: request.filter(|(_, responded)| !responded || in_flight[1] > 0),
+                in_flight,
+            },
+        );
+    }
+
+    fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
+        let Some(r) = cs.extra.take::<Reset>(WHOLE) else {
+            return;
+        };
+        let start = match r.request {
+            Some((req, _)) => req,
+            None => {
+                // Only data in flight: from the last data of the side whose data was lost.
+                let side = if r.in_flight[0] >= r.in_flight[1] {
+                    Side::Client
+                } else {
+                    Side::Server
+                };
+                At::new(r.rst.frame(), c.endpoint(side).last_ts.min(r.rst.ts_ns))
+            }
+        };
+        let mut f = Finding::new(INFO.id, c);
+        f.start_ns = start.ts_ns.min(r.rst.ts_ns);
+        f.end_ns = r.last_rst.ts_ns;
+        f.cost_ns = (r.rst.ts_ns - f.start_ns).max(0);
+        f.frames = [r.request.map(|q| q.0), Some(r.rst), Some(r.last_rst)]
+            .into_iter()
+            .flatten()
+            .map(|a| a.frame())
+            .collect();
+        f.frames.sort_unstable();
+        f.frames.dedup();
+        let flight = match r.in_flight {
+            [0, 0] => String::new(),
+            [n, 0] => format!("{n} bytes from the client unacknowledged"),
+            [0, n] => format!("{n} bytes from the server unacknowledged"),
+            [a, b] => format!("{a} bytes from the client and {b} from the server unacknowledged"),
+        };
+        let what = match (r.request, flight.is_empty()) {
+            (Some((_, false)), true) => "a request waiting for its response".to_string(),
+            (Some((_, false)), false) => format!("a request waiting for its response, {flight}"),
+            (Some((_, true)), _) => format!("a response being sent, {flight}"),
+            (None, _) => flight,
+        };
+        f.explanation = format!(
+            "{} reset the connection {} after it began, with {what}{}; the work in progress never completed ({} spent on it).",
+            side_name(c, r.by),
+            ms(r.rst.ts_ns - c.first.ts_ns),
+            if r.resets > 1 {
+                format!(" ({} resets: the peer kept sending)", r.resets)
+            } else {
+                String::new()
+            },
+            ms(f.cost_ns)
+        );
+        f.fix = format!(
+            "find why the {} aborted: its application closing with unread data or SO_LINGER {{1,0}}, a crash or restart, an idle or connection-tracking timeout in a firewall or load balancer on the path (which resets on the hosts' behalf), or a protocol error it rejected",
+            r.by.name()
+        )
+        .into();
+        f.details = json!({
+            "reset_by": r.by.name(),
+            "resets": r.resets,
+            "request_open": r.request.is_some(),
+            "response_begun": r.request.map(|q| q.1),
+            "client_bytes_in_flight": r.in_flight[0],
+            "server_bytes_in_flight": r.in_flight[1],
+            "after_ms": ms_f(r.rst.ts_ns - c.first.ts_ns),
+        });
+        out.push(f);
+    }
+}
