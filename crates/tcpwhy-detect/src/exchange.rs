@@ -10,7 +10,8 @@
 //! - `server`: the rest of the wait for the first response byte (the server's own time), and
 //!   pauses of 30 ms or more inside the response with nothing in flight and the window open
 //!   (the server had nothing to send: it was still working on the answer);
-//! - `retransmission`: waits of the response's retransmitted segments;
+//! - `retransmission`: waits of the request's and the response's retransmitted segments (a
+//!   request resent is not the client's own time);
 //! - `window`: time the client's window was zero during the response;
 //! - `held`: a small segment held until the peer's delayed ACK (Nagle), in the request or the
 //!   response: a silence of 30 ms or more ended by the peer's pure ACK that acknowledges new
@@ -77,6 +78,9 @@ pub(crate) struct State {
 #[derive(Default, Debug)]
 pub(crate) struct Delays {
     retrans_ns: i64,
+    /// Waits of the request's retransmitted segments (the request being resent is lost time,
+    /// not the client's own).
+    req_retrans_ns: i64,
     /// Since when the client's window has been zero, and the time it was.
     zero_since: Ts,
     window_ns: i64,
@@ -176,6 +180,11 @@ impl Exchanges {
                 if h != 0 {
                     cs.extra.get::<Delays>(WHOLE).held_req_ns += h;
                 }
+                if ev.retransmission {
+                    if let Some(prev) = st.req_last.get() {
+                        cs.extra.get::<Delays>(WHOLE).req_retrans_ns += ev.at.ts_ns - prev;
+                    }
+                }
                 st.req_first.get_or_insert(ev.at);
                 st.req_last = ev.at.into();
                 if ev.new_data {
@@ -269,17 +278,19 @@ impl State {
         let d = delays.as_deref();
         let delay = |f: fn(&Delays) -> i64| d.map_or(0, f);
         let spread = (req_last - start.ts_ns).max(0);
-        let held_req = delay(|d| d.held_req_ns).min(spread);
-        let client = spread - held_req;
+        let req_retrans = delay(|d| d.req_retrans_ns).min(spread);
+        let held_req = delay(|d| d.held_req_ns).min(spread - req_retrans);
+        let client = spread - req_retrans - held_req;
         let wait = (first.ts_ns - req_last).max(0);
         let network = c.syn_to_syn_ack_ns().unwrap_or(0).min(wait);
         let server = wait - network;
         let delivery = (end.ts_ns - first.ts_ns).max(0);
-        let retransmission = delay(|d| d.retrans_ns).min(delivery);
-        let window = delay(|d| d.window_ns).min(delivery - retransmission);
-        let held_resp = delay(|d| d.held_resp_ns).min(delivery - retransmission - window);
-        let pause = delay(|d| d.pause_ns).min(delivery - retransmission - window - held_resp);
-        let transfer = delivery - retransmission - window - held_resp - pause;
+        let retransmission = delay(|d| d.retrans_ns).min(delivery) + req_retrans;
+        let resp_retrans = retransmission - req_retrans;
+        let window = delay(|d| d.window_ns).min(delivery - resp_retrans);
+        let held_resp = delay(|d| d.held_resp_ns).min(delivery - resp_retrans - window);
+        let pause = delay(|d| d.pause_ns).min(delivery - resp_retrans - window - held_resp);
+        let transfer = delivery - resp_retrans - window - held_resp - pause;
         Some(Exchange {
             connection: c.id(),
             index: self.count,

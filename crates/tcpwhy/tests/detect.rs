@@ -102,6 +102,31 @@ fn syn_backlog_named_with_cost() {
         );
         assert_eq!(x["details"]["client_stack"], "unknown");
     }
+    // The 4 clients whose handshakes completed while the accept queue was full: their 1-byte
+    // request is resent with backoff (port 41638: frames 18, 26, 28, 30, 38, 76, hand-checked
+    // with tshark) while the server sends nothing after its SYN-ACK (or the SYN-ACK again,
+    // frames 35 and 53): the host dropped them, named as that, not as loss on the path.
+    let accept: Vec<&Value> = all
+        .iter()
+        .filter(|x| x["id"] == "accept-queue-full")
+        .collect();
+    assert_eq!(accept.len(), 4, "{all:?}");
+    assert!(
+        all.iter().all(|x| x["id"] != "rto-retransmission"),
+        "{all:?}"
+    );
+    let synack_again: Vec<u64> = accept
+        .iter()
+        .filter_map(|x| x["details"]["synack_resends"].as_u64())
+        .collect();
+    assert!(
+        synack_again.contains(&2),
+        "port 41638's SYN-ACK twice: {synack_again:?}"
+    );
+    // The time a request spent being resent is retransmission time, not the client's.
+    for x in exchange_records(&lab_fixture("syn-backlog-full-broken.pcap")) {
+        assert_eq!(x["split_ms"]["client"], 0.0, "{x}");
+    }
     // Both phases pause 3 s before accept(): the server answers every request about 3 s late.
     // That is true, and it is the only thing named once the backlog is large enough.
     let fixed = findings(&lab_fixture("syn-backlog-full-fixed.pcap"));

@@ -1,5 +1,6 @@
 //! The registry: every detector, one file each.
 
+mod accept_queue_full;
 mod capture_loss;
 mod client_delay;
 mod connection_reset;

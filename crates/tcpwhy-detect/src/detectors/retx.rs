@@ -15,6 +15,7 @@
 //! - data resent after a SYN-ACK that did not accept it in the SYN (TCP Fast Open fallback)
 //!   is not loss either, and is not counted.
 
+use super::accept_queue_full;
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
 use super::spurious_retransmission::{self, Spurious};
@@ -31,6 +32,10 @@ use tcpwhy_wire::Seq;
 /// of the resend; a list that fills sooner is classified with what is known then).
 #[derive(Default, Debug)]
 pub(crate) struct Losses {
+    /// The server's SYN-ACK sent again after the client had acknowledged it (the first such):
+    /// its accept queue was full (`accept-queue-full`).
+    synack_again: Option<At>,
+    synacks_again: u32,
     list: Vec<Retx>,
     /// Ranges the peer reported receiving twice (D-SACK), at most `LIST`.
     dsacked: Vec<(Seq, Seq)>,
@@ -162,6 +167,7 @@ pub struct Retransmissions {
     fast_on: bool,
     timeouts_on: bool,
     spurious_on: bool,
+    accept_on: bool,
 }
 
 impl Default for Retransmissions {
@@ -170,6 +176,7 @@ impl Default for Retransmissions {
             fast_on: true,
             timeouts_on: true,
             spurious_on: true,
+            accept_on: true,
         }
     }
 }
@@ -180,7 +187,11 @@ impl Detector for Retransmissions {
     }
 
     fn also(&self) -> &'static [&'static Info] {
-        static ALSO: [&Info; 2] = [&fast_retransmit::INFO, &spurious_retransmission::INFO];
+        static ALSO: [&Info; 3] = [
+            &fast_retransmit::INFO,
+            &spurious_retransmission::INFO,
+            &accept_queue_full::INFO,
+        ];
         &ALSO
     }
 
@@ -191,6 +202,8 @@ impl Detector for Retransmissions {
             self.timeouts_on = false;
         } else if id == spurious_retransmission::INFO.id {
             self.spurious_on = false;
+        } else if id == accept_queue_full::INFO.id {
+            self.accept_on = false;
         }
     }
 
@@ -212,6 +225,11 @@ impl Detector for Retransmissions {
                         l.dsack(block);
                     }
                 }
+                Some(Event::SynAckAgain(at)) => {
+                    let l = cs.extra.get::<Losses>(side);
+                    l.synack_again.get_or_insert(at);
+                    l.synacks_again += 1;
+                }
                 None => {}
             }
         }
@@ -225,12 +243,25 @@ impl Detector for Retransmissions {
             let Some(l) = cs.extra.take::<Losses>(side) else {
                 continue;
             };
+            let synack_again = l.synack_again.map(|a| (a, l.synacks_again));
+            // The client's first data resent again and again while the server, its handshake
+            // completed at the client, sent nothing at all: dropped by the server's host
+            // (its accept queue full), not by the path (a lost segment's resends get through
+            // long before a third try). A SYN-ACK sent again makes it certain.
+            let silent_server = side == Side::Client
+                && c.handshake.ack.is_some()
+                && l.list.len() >= 2
+                && l.list.iter().all(|r| r.peer_silent);
             let (fast, timeouts, spurious) = l.classify();
-            if self.timeouts_on {
-                timeouts.report(c, side, out);
-            }
-            if self.fast_on {
-                fast.report(c, side, out);
+            if self.accept_on && (synack_again.is_some() || silent_server) {
+                accept_queue_full::report(c, synack_again, &fast, &timeouts, out);
+            } else {
+                if self.timeouts_on {
+                    timeouts.report(c, side, out);
+                }
+                if self.fast_on {
+                    fast.report(c, side, out);
+                }
             }
             if self.spurious_on {
                 spurious.report(c, side, out);
@@ -298,6 +329,9 @@ pub(crate) struct Retx {
     pub upstream: bool,
     /// It was the last segment sent so far (tail loss).
     pub tail: bool,
+    /// The peer had acknowledged nothing of this sender's data yet (after its SYN-ACK, for a
+    /// client: silent since the handshake).
+    pub peer_silent: bool,
     /// Timeouts of this sequence before this resend (each doubled the timer).
     pub backoff: u32,
     pub len: u32,
@@ -308,6 +342,8 @@ pub(crate) struct Retx {
 pub(crate) enum Event {
     Retx(Retx),
     Dsack((Seq, Seq)),
+    /// The server's SYN-ACK again after the client acknowledged it (`me` is the client).
+    SynAckAgain(At),
 }
 
 impl State {
@@ -325,6 +361,13 @@ impl State {
     pub fn on_event(&mut self, c: &Connection, me: Side, ev: &SegmentEvent<'_>) -> Option<Event> {
         let seg = ev.seg;
         if ev.from != me {
+            if seg.flags.syn()
+                && seg.flags.ack()
+                && me == Side::Client
+                && c.handshake.ack.is_some_and(|a| a.frame() < ev.at.frame())
+            {
+                return Some(Event::SynAckAgain(ev.at));
+            }
             // The peer's ACKs about our data.
             if !seg.flags.ack() || seg.flags.syn() || seg.flags.rst() {
                 return None;
@@ -429,6 +472,7 @@ impl State {
             dsack: false,
             upstream,
             tail: end >= highest,
+            peer_silent: !self.is(ACKED),
             backoff,
             len: seg.payload_len,
         }))

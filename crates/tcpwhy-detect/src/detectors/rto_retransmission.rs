@@ -59,6 +59,18 @@ impl Timeouts {
         }
     }
 
+    /// (count, time lost, evidence frames, first wait's start, last resend), for a finding
+    /// that names these resends otherwise (`accept-queue-full`).
+    pub fn summary(&self) -> (u32, i64, Vec<u64>, Option<i64>, Option<i64>) {
+        (
+            self.count,
+            self.total_ns,
+            evidence(&self.seen),
+            self.seen.first().map(|r| r.from_ns),
+            self.seen.last().map(|r| r.at.ts_ns),
+        )
+    }
+
     pub fn report(&self, c: &Connection, side: Side, out: &mut Vec<Finding>) {
         let st = self;
         let Some(first) = st.seen.first() else { return };
