@@ -1185,3 +1185,49 @@ fn a_client_dropping_its_own_request_at_once_meant_to() {
     assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
     assert_eq!(f[0].cost_ns, 3_000 * MS);
 }
+
+#[test]
+fn a_round_trip_growing_many_times_its_minimum_is_a_queue() {
+    // Captured at the server: a 20 ms round trip (SYN-ACK -> ACK), then a request and a
+    // transfer of 100 segments, one every 10 ms (the bottleneck's pace); each segment's ACK
+    // comes 60 ms after it (a standing queue of 40 ms). The window is never full. Round trip
+    // samples (one at a time, Karn): the handshake's 20 ms, then 60 ms about every 60 ms.
+    let mut l: Vec<Line> = vec![
+        (0, C, SYN, 1000, 0, 0, 65535, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+        (20, C, ACK, 1001, 5001, 0, 65535, &[]),
+        (20, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
+    ];
+    let mut acks: Vec<Line> = Vec::new();
+    for i in 0..100u32 {
+        let t = 21 + 10 * i64::from(i);
+        l.push((t, S, ACK, 5001 + i * 1000, 1101, 1000, 65535, &[]));
+        acks.push((t + 60, C, ACK, 1101, 6001 + i * 1000, 0, 65535, &[]));
+    }
+    l.extend(acks);
+    l.sort_by_key(|x| x.0);
+    let f = drive_scaled(&[], Some(4), &l).findings;
+    let q: Vec<&Finding> = f.iter().filter(|x| x.id == "queueing-delay").collect();
+    assert_eq!(q.len(), 1, "{f:?}");
+    assert_eq!(q[0].details["rtt_min_ms"], 20.0);
+    assert_eq!(q[0].details["rtt_median_ms"], 60.0);
+    assert_eq!(
+        q[0].cost_ns,
+        40 * MS,
+        "the queue's 40 ms, once for the one exchange"
+    );
+    assert!(f.iter().all(|x| x.id != "rwnd-limited"), "{f:?}");
+    // The same transfer with every ACK 20 ms after its segment: no queue.
+    let mut l2: Vec<Line> = l
+        .iter()
+        .copied()
+        .filter(|x| !(x.1 == C && x.5 == 0 && x.4 > 5001))
+        .collect();
+    for i in 0..100u32 {
+        let t = 21 + 10 * i64::from(i);
+        l2.push((t + 20, C, ACK, 1101, 6001 + i * 1000, 0, 65535, &[]));
+    }
+    l2.sort_by_key(|x| x.0);
+    let f = drive_scaled(&[], Some(4), &l2).findings;
+    assert!(f.iter().all(|x| x.id != "queueing-delay"), "{f:?}");
+}

@@ -7,6 +7,7 @@ mod connection_reset;
 mod fast_retransmit;
 mod nagle_delayed_ack;
 mod path_latency;
+mod queueing_delay;
 mod retx;
 mod rto_retransmission;
 mod rwnd_limited;
@@ -37,6 +38,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
         Box::new(rwnd_limited::RwndLimited::default()),
         Box::new(sender_limited::SenderLimited::default()),
         Box::new(connection_reset::ConnectionReset::default()),
+        Box::new(queueing_delay::QueueingDelay::default()),
         Box::new(capture_loss::CaptureLoss),
     ]
 }
@@ -44,7 +46,7 @@ pub fn all() -> Vec<Box<dyn Detector>> {
 /// Every detector, called directly in registry order (no dynamic dispatch per packet: the
 /// compiler sees each detector's early returns), each on unless all its ids are disabled.
 pub(crate) struct Set {
-    on: [bool; 14],
+    on: [bool; 15],
     syn_stale_state: syn_stale_state::SynStaleState,
     syn_unanswered: syn_unanswered::SynUnanswered,
     syn_refused: syn_refused::SynRefused,
@@ -58,6 +60,7 @@ pub(crate) struct Set {
     rwnd_limited: rwnd_limited::RwndLimited,
     sender_limited: sender_limited::SenderLimited,
     connection_reset: connection_reset::ConnectionReset,
+    queueing_delay: queueing_delay::QueueingDelay,
     capture_loss: capture_loss::CaptureLoss,
 }
 
@@ -66,7 +69,7 @@ impl Set {
     /// ids is told which of them to drop.
     pub fn new(disabled: &[String]) -> Set {
         let mut set = Set {
-            on: [true; 14],
+            on: [true; 15],
             syn_stale_state: Default::default(),
             syn_unanswered: Default::default(),
             syn_refused: Default::default(),
@@ -80,6 +83,7 @@ impl Set {
             rwnd_limited: Default::default(),
             sender_limited: Default::default(),
             connection_reset: Default::default(),
+            queueing_delay: Default::default(),
             capture_loss: capture_loss::CaptureLoss,
         };
         let off = |id: &str| disabled.iter().any(|x| x == id);
@@ -112,6 +116,7 @@ impl Set {
             10 => &mut self.rwnd_limited,
             11 => &mut self.sender_limited,
             12 => &mut self.connection_reset,
+            13 => &mut self.queueing_delay,
             _ => &mut self.capture_loss,
         }
     }
@@ -173,6 +178,9 @@ impl Set {
             Detector::segment(&mut self.connection_reset, cs, c, ev, out);
         }
         if self.on[13] {
+            Detector::segment(&mut self.queueing_delay, cs, c, ev, out);
+        }
+        if self.on[14] {
             Detector::segment(&mut self.capture_loss, cs, c, ev, out);
         }
     }
@@ -224,6 +232,9 @@ impl Set {
             Detector::stall(&mut self.connection_reset, cs, c, st, out);
         }
         if self.on[13] {
+            Detector::stall(&mut self.queueing_delay, cs, c, st, out);
+        }
+        if self.on[14] {
             Detector::stall(&mut self.capture_loss, cs, c, st, out);
         }
     }
@@ -269,6 +280,9 @@ impl Set {
             Detector::finished(&mut self.connection_reset, cs, c, out);
         }
         if self.on[13] {
+            Detector::finished(&mut self.queueing_delay, cs, c, out);
+        }
+        if self.on[14] {
             Detector::finished(&mut self.capture_loss, cs, c, out);
         }
     }
@@ -600,6 +614,11 @@ pub struct ConnState {
     pub(crate) exchange: Lazy<crate::exchange::State, 18>,
     pub(crate) stall: PerSide<crate::stall::Dir, 19>,
 }
+
+/// `ConnState::exchange_has` bit (its padding): rwnd-limited found the receiver's window
+/// holding a sender of this connection; queueing-delay, finishing after it, then leaves the
+/// inflated round trip to the receiver (its slow ACKs are not a queue).
+pub(crate) const RECEIVER_HELD: u8 = 0x80;
 
 /// `ConnState::used` bit: the client's first SYN is the connection's first packet
 /// (`ConnState::first_syn`).

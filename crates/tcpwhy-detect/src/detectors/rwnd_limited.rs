@@ -164,7 +164,16 @@ impl Detector for RwndLimited {
             let Some((full, next)) = found.first else {
                 continue;
             };
+            if found.stalls > 0 {
+                cs.exchange_has |= super::RECEIVER_HELD;
+            }
             if found.waits < MIN_WAITS && found.stalls < MIN_WAITS {
+                continue;
+            }
+            // The window was not what held the sender when a queue on the path inflated the
+            // round trip and the receiver's window never held it long (the waits are the
+            // queue's: a larger window would only fill the queue more). queueing-delay names it.
+            if found.stalls < MIN_WAITS && super::queueing_delay::queue(c).is_some() {
                 continue;
             }
             // The waits at the window edge, or, where the receiver held the sender far longer

@@ -53,6 +53,11 @@ const KEEPALIVE_MAX: u64 = 200;
 /// right after connecting or right after the last answer).
 const QUIET: u32 = 1 << 31;
 
+/// The request/response exchanges server-delay has seen on the connection.
+pub(crate) fn exchanges(cs: &ConnState) -> u32 {
+    cs.server_delay_exchanges & !QUIET
+}
+
 /// Ports of protocols whose server speaks first: FTP, SSH, SMTP (25, 465, 587), POP3 (110,
 /// 995), NNTP, IMAP (143, 993), MySQL, VNC.
 pub(crate) const SERVER_FIRST: [u16; 13] = [
