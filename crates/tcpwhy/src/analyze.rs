@@ -53,7 +53,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
     let mut printer = printer(args, false, &files, &cfg)?;
     let history_secs = cfg.history_ns / 1_000_000_000;
 
-    let mut progress = Progress::new(&files, args.quiet);
+    let mut progress = Progress::new(&files, capture.compressed(), args.quiet);
     let run = if threads <= 1 {
         one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
     } else {
@@ -283,22 +283,20 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(files: &[String], quiet: bool) -> Progress {
+    /// `compressed`: some input is (its size on disk then says nothing of the bytes to read).
+    /// Sizes come from the file system alone: an input is never opened again here (a pipe
+    /// would lose bytes to it, or a FIFO whose writer is gone would block the open forever).
+    fn new(files: &[String], compressed: bool, quiet: bool) -> Progress {
         use std::io::IsTerminal;
         let on = !quiet && io::stderr().is_terminal();
-        let mut total = Some(0u64);
+        let mut total = (!compressed).then_some(0u64);
         for f in files {
             let size = std::fs::metadata(f)
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.len());
-            let mut magic = [0u8; 4];
-            let compressed = File::open(f)
-                .and_then(|mut h| std::io::Read::read_exact(&mut h, &mut magic))
-                .is_ok()
-                && (magic[..2] == [0x1f, 0x8b] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
             total = match (total, size) {
-                (Some(t), Some(s)) if !compressed => Some(t + s),
+                (Some(t), Some(s)) => Some(t + s),
                 _ => None,
             };
         }
