@@ -1,6 +1,7 @@
 //! `tcpwhy analyze`: captures -> connections -> a report.
 
 use crate::engine::{Engine, Sinks};
+use crate::input::Inputs;
 use crate::output::{self, Printer, Report, ToPrinter};
 use crate::{AnalyzeArgs, Format};
 use std::collections::BTreeMap;
@@ -28,32 +29,21 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         return run_live(iface, args, cfg);
     }
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
-    // standard input is kept in a temporary file for that.
-    let spooled = if args.format == Format::Html && args.files.iter().any(|f| f == "-") {
-        Some(Spool::stdin()?)
-    } else {
-        None
-    };
-    let files: Vec<String> = args
-        .files
-        .iter()
-        .map(|f| match (&spooled, f.as_str()) {
-            (Some(s), "-") => s.path.display().to_string(),
-            _ => f.clone(),
-        })
-        .collect();
+    // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
     let threads = args.threads.unwrap_or_else(default_threads);
-    let mut capture = match Capture::open_with(&files, read_options(files.len(), threads)) {
+    let again = args.format == Format::Html;
+    let options = read_options(args.files.len(), threads);
+    let (mut capture, inputs) = match Inputs::open(&args.files, again, options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
             return Ok(ExitCode::from(2));
         }
     };
-    let mut printer = printer(args, false, &files, &cfg)?;
+    let mut printer = printer(args, Some(inputs), &cfg)?;
     let history_secs = cfg.history_ns / 1_000_000_000;
 
-    let mut progress = Progress::new(&files, capture.compressed(), args.quiet);
+    let mut progress = Progress::new(&args.files, capture.compressed(), args.quiet);
     let run = if threads <= 1 {
         one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
     } else {
@@ -349,33 +339,13 @@ impl Progress {
     }
 }
 
-/// Standard input copied to a temporary file, removed on drop.
-struct Spool {
-    path: std::path::PathBuf,
-}
-
-impl Spool {
-    fn stdin() -> io::Result<Spool> {
-        let path = std::env::temp_dir().join(format!("tcpwhy-stdin-{}.cap", std::process::id()));
-        let spool = Spool { path };
-        let mut f = File::create(&spool.path)?;
-        io::copy(&mut io::stdin().lock(), &mut f)?;
-        Ok(spool)
-    }
-}
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
+/// The printer `args` ask for; `inputs`: the capture's, for a second pass (`None`: live).
 fn printer(
     args: &AnalyzeArgs,
-    live: bool,
-    files: &[String],
+    inputs: Option<Inputs>,
     cfg: &Config,
 ) -> io::Result<Box<dyn Printer>> {
+    let live = inputs.is_none();
     let out: Box<dyn Write> = match &args.output {
         Some(path) => {
             Box::new(BufWriter::new(File::create(path).map_err(|e| {
@@ -386,16 +356,14 @@ fn printer(
     };
     Ok(match args.format {
         Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
-        Format::Html if live => {
-            return Err(io::Error::other(
-                "--format html needs capture files (its graphs read them twice); use text or json with --interface",
-            ))
-        }
-        Format::Html => Box::new(output::html::HtmlPrinter::new(
-            out,
-            files.to_vec(),
-            cfg.clone(),
-        )),
+        Format::Html => match inputs {
+            None => {
+                return Err(io::Error::other(
+                    "--format html needs capture files (its graphs read them twice); use text or json with --interface",
+                ))
+            }
+            Some(inputs) => Box::new(output::html::HtmlPrinter::new(out, inputs, cfg.clone())),
+        },
         Format::Text => {
             let sel = if !args.connection.is_empty() {
                 output::text::DetailSel::Ids(args.connection.iter().copied().collect())
@@ -426,7 +394,7 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         }
     };
     let stop = tcpwhy_lab::os::interrupt_flag()?;
-    let mut printer = printer(args, true, &[], &cfg)?;
+    let mut printer = printer(args, None, &cfg)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");

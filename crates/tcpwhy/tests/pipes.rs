@@ -1,13 +1,13 @@
 //! Inputs that are not regular files: FIFOs, process substitution (`<(cat x)`: a pipe at
 //! /dev/fd/N), standard input, character devices. Each gives its bytes once, so tcpwhy opens
-//! and reads each once. Every report from a pipe must equal the report from the file (but for
-//! the name of the input).
+//! and reads each once; the HTML report's second pass reads a copy kept on the way. Every
+//! report from a pipe must equal the report from the file (but for the name of the input).
 //!
 //! Every tcpwhy and every writer runs as a child process with a deadline: killed by its PID
 //! and the test failed, never a hung test.
 
 mod common;
-use common::{fixture, TempDir};
+use common::{fixture, lab_fixture, TempDir};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -274,8 +274,118 @@ fn process_substitution_gives_the_report_of_its_file() {
     }
 }
 
+/// The HTML report of `inputs` (tcpwhy's arguments) written to `out`, with TMPDIR set to
+/// `tmp` (which must still be empty after: the copies of pipes are never left behind).
+fn html(args: &[&str], out: &Path, tmp: &Path, how: Option<&[&str]>) -> String {
+    let o = match how {
+        // Through bash: `args` are its inputs, `<` for each process substitution of `sources`.
+        Some(sources) => {
+            let mut c = Command::new("bash");
+            let mut script = format!(r#"exec "$0" analyze --format html -o '{}'"#, out.display());
+            let mut n = 0;
+            for a in args {
+                if *a == "<" {
+                    n += 1;
+                    script.push_str(&format!(r#" <(cat "${n}")"#));
+                } else {
+                    script.push_str(&format!(" '{a}'"));
+                }
+            }
+            c.arg("-c")
+                .arg(script)
+                .arg(env!("CARGO_BIN_EXE_tcpwhy"))
+                .args(sources)
+                .env("TMPDIR", tmp)
+                .stdin(Stdio::null());
+            start(c).wait()
+        }
+        None => {
+            let mut all = vec!["analyze", "--format", "html", "-o", out.to_str().unwrap()];
+            all.extend_from_slice(args);
+            let mut c = tcpwhy_cmd(&all);
+            c.env("TMPDIR", tmp);
+            start(c).wait()
+        }
+    };
+    ok(&o, &format!("html {args:?}"));
+    let left: Vec<_> = std::fs::read_dir(tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    std::fs::read_to_string(out).unwrap()
+}
+
+fn graphs(html: &str) -> usize {
+    html.matches("<svg class=\"graph ").count()
+}
+
+#[test]
+fn html_from_a_pipe_has_every_graph_of_its_file() {
+    let dir = TempDir::new("pipes-html");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = dir.join("r.html");
+    for src in [
+        "slow-start-after-idle-broken.pcap.gz",
+        "nagle-delayed-ack-broken.pcap",
+        "stale-syn-timewait-broken.pcap.gz",
+    ] {
+        let file = lab_fixture(src);
+        let want = html(&[&file], &out, &tmp, None);
+        assert!(graphs(&want) > 0, "{src}: no graph from the file");
+        // A FIFO, with and without reading ahead on a thread of its own.
+        for threads in ["1", "3"] {
+            let fifo = mkfifo(&dir, "in");
+            let name = fifo.to_string_lossy().into_owned();
+            let writer = Writer::cat(&file, &fifo);
+            let got = html(&["--threads", threads, &name], &out, &tmp, None);
+            writer.finish();
+            std::fs::remove_file(&fifo).unwrap();
+            assert!(
+                renamed(&got, &[&name], &[&file]) == want,
+                "{src} through a FIFO, --threads {threads}: {} graphs, the file {}",
+                graphs(&got),
+                graphs(&want)
+            );
+        }
+        let got = html(&["<"], &out, &tmp, Some(&[&file]));
+        assert!(
+            renamed(&got, &[], &[&file]) == want,
+            "<(cat {src}): {} graphs, the file {}",
+            graphs(&got),
+            graphs(&want)
+        );
+        // Standard input.
+        let mut c = tcpwhy_cmd(&[
+            "analyze",
+            "--format",
+            "html",
+            "-o",
+            out.to_str().unwrap(),
+            "-",
+        ]);
+        c.env("TMPDIR", &tmp)
+            .stdin(std::fs::File::open(&file).unwrap());
+        ok(&start(c).wait(), "html from stdin");
+        let got = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            renamed(
+                &got,
+                &["tcpwhy: -</title>", "&middot; -</div>"],
+                &[
+                    &format!("tcpwhy: {file}</title>"),
+                    &format!("&middot; {file}</div>")
+                ]
+            ) == want,
+            "{src} on stdin: {} graphs, the file {}",
+            graphs(&got),
+            graphs(&want)
+        );
+        assert!(std::fs::read_dir(&tmp).unwrap().next().is_none());
+    }
+}
+
 #[test]
 fn a_file_and_a_pipe_merge_by_time() {
+    let dir = TempDir::new("pipes-merge");
     // Rotated files: one capture in two.
     let (a, b) = (fixture("rotated-1.pcap"), fixture("rotated-2.pcap"));
     let want = ok(&run(&["analyze", "--format", "json", &a, &b]), "the files");
@@ -296,6 +406,24 @@ fn a_file_and_a_pipe_merge_by_time() {
     assert!(
         renamed(&got, &[], &[&a, &b]) == want,
         "<(cat a.pcap) <(cat b.pcap)"
+    );
+    // Two captures with findings, their times interleaved: the HTML graphs of both, one read
+    // from its file again, one from the copy of its pipe.
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = dir.join("r.html");
+    let (a, b) = (
+        lab_fixture("nagle-delayed-ack-broken.pcap"),
+        lab_fixture("stale-syn-lost-rst-broken.pcap"),
+    );
+    let want = html(&[&a, &b], &out, &tmp, None);
+    let got = html(&[&a, "<"], &out, &tmp, Some(&[&b]));
+    assert!(graphs(&want) >= 2, "{} graphs", graphs(&want));
+    assert!(
+        renamed(&got, &[], &[&b]) == want,
+        "file + pipe: {} graphs, the files {}",
+        graphs(&got),
+        graphs(&want)
     );
 }
 
@@ -400,5 +528,33 @@ fn a_directory_is_named_as_one() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim_end(),
         format!("tcpwhy: {name}: at byte 0: cannot open: a directory, not a capture")
+    );
+}
+
+#[test]
+fn html_from_a_pipe_without_room_for_its_copy_is_a_clear_error() {
+    let dir = TempDir::new("pipes-notmp");
+    let missing = dir.join("missing");
+    let out = dir.join("r.html");
+    let mut c = tcpwhy_cmd(&[
+        "analyze",
+        "--format",
+        "html",
+        "-o",
+        out.to_str().unwrap(),
+        "-",
+    ]);
+    c.env("TMPDIR", &missing)
+        .stdin(std::fs::File::open(lab_fixture("nagle-delayed-ack-broken.pcap")).unwrap());
+    let o = start(c).wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "tcpwhy: -: at byte 0: cannot keep a copy for the second pass (the graphs) in {}:",
+            missing.display()
+        )) && err.contains("TMPDIR"),
+        "{err}"
     );
 }
