@@ -43,6 +43,7 @@ impl Inputs {
         again: bool,
         options: ReadOptions,
     ) -> Result<(Capture, Inputs), CaptureError> {
+        once(names)?;
         let mut readers = Vec::with_capacity(names.len());
         let mut list = Vec::with_capacity(names.len());
         for name in names {
@@ -106,6 +107,34 @@ impl Inputs {
         }
         Capture::from_readers(readers)
     }
+}
+
+/// An input that gives its bytes once must be named once: two readers of one pipe would each
+/// take part of its bytes (and a FIFO's second open would wait for a writer that is gone).
+/// Checked before anything is opened.
+fn once(names: &[String]) -> Result<(), CaptureError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<(u64, u64)> = Vec::new();
+    for name in names {
+        // Standard input is /dev/stdin's file (Linux), and also `-` named twice.
+        let path = if name == "-" { "/dev/stdin" } else { name };
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        if meta.is_file() && name != "-" {
+            continue;
+        }
+        let id = (meta.dev(), meta.ino());
+        if seen.contains(&id) {
+            return Err(error(
+                name,
+                "named twice: standard input, a pipe or a device gives its bytes only once"
+                    .to_string(),
+            ));
+        }
+        seen.push(id);
+    }
+    Ok(())
 }
 
 /// Only a regular file can be read twice (`-` may be one, redirected, but is taken as a pipe).

@@ -532,6 +532,34 @@ fn a_directory_is_named_as_one() {
 }
 
 #[test]
+fn an_input_read_once_cannot_be_named_twice() {
+    let dir = TempDir::new("pipes-twice");
+    let fifo = mkfifo(&dir, "in");
+    let name = fifo.to_string_lossy().into_owned();
+    let writer = Writer::cat(&fixture("veth-mixed.pcap"), &fifo);
+    let out = run(&["analyze", &name, &name]);
+    // tcpwhy never opened it: the writer waits for a reader, and is killed.
+    writer.kill();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "tcpwhy: {name}: at byte 0: named twice: standard input, a pipe or a device gives \
+             its bytes only once"
+        )
+    );
+    let mut c = tcpwhy_cmd(&["analyze", "-", "-"]);
+    c.stdin(Stdio::piped());
+    let out = start(c).wait();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-: at byte 0: named twice"));
+    // A regular file twice is read twice, as before (each packet then seen twice).
+    let f = fixture("loopback-http.pcap");
+    ok(&run(&["analyze", &f, &f]), "a file twice");
+}
+
+#[test]
 fn html_from_a_pipe_without_room_for_its_copy_is_a_clear_error() {
     let dir = TempDir::new("pipes-notmp");
     let missing = dir.join("missing");
