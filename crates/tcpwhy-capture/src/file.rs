@@ -652,6 +652,11 @@ impl FileReader {
         }
     }
 
+    /// Whether the input is gzip- or zstd-compressed (detected from its first bytes).
+    pub fn compressed(&self) -> bool {
+        self.compressed
+    }
+
     /// The name given at opening (the path, or `-`).
     pub fn name(&self) -> &str {
         &self.name

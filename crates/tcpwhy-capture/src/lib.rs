@@ -2,8 +2,10 @@
 //!
 //! Reads pcap (all four variants, plus the "modified" Kuznetzov format) and pcapng (several
 //! sections, several interfaces with their own link types and timestamp resolutions), gzip- or
-//! zstd-compressed (detected by content), from files or standard input, and merges several files
-//! into one capture ordered by timestamp.
+//! zstd-compressed (detected by content), from files, pipes (FIFOs, `<(zcat x.gz)`) or standard
+//! input, and merges several files into one capture ordered by timestamp. Each input is opened
+//! and read once: a pipe cannot give its bytes twice ([`raw_input`] for a caller that needs a
+//! second pass and keeps its own copy).
 //!
 //! Frame numbers are 1-based in the merged order, as Wireshark numbers them (for several files:
 //! as in the output of `mergecap`). Timestamps are nanoseconds since the Unix epoch.
@@ -17,6 +19,7 @@ mod open;
 mod pcap;
 
 pub use file::FileReader;
+pub use open::raw_input;
 use std::fmt;
 use tcpwhy_wire::LinkType;
 
@@ -207,6 +210,12 @@ impl Capture {
             s.add(f.stats());
         }
         s
+    }
+
+    /// Whether any input is gzip- or zstd-compressed (its size on disk then says nothing of
+    /// how far reading has come).
+    pub fn compressed(&self) -> bool {
+        self.files.iter().any(|f| f.compressed())
     }
 
     /// Bytes consumed so far over all inputs (decompressed bytes for compressed input).

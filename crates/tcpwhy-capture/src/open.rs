@@ -247,17 +247,37 @@ pub(crate) struct Opened {
 /// Open `path` (`-`: standard input); with `read_ahead`, the input is read (and decompressed)
 /// on a thread of its own ([`ReadAhead`]).
 pub(crate) fn open(path: &str, read_ahead: bool) -> io::Result<Opened> {
-    let raw: DynRead = if path == "-" {
-        // A pipe holds 64 KiB by default: the producer (tcpdump -w -, zstd -dc) and tcpwhy then
-        // take turns every 64 KiB. Ask for 1 MiB (Linux; the limit is fs.pipe-max-size); on
-        // anything but a pipe, or if refused, nothing changes.
+    Ok(from_reader(raw_input(path)?, read_ahead))
+}
+
+/// The bytes of input `path` before decompression, as [`crate::Capture::open`] reads them: `-`
+/// is standard input. Opened once; a pipe (standard input, a FIFO, a `<(zcat x.gz)` at
+/// /dev/fd/N) gives its bytes only once, so whoever needs them twice keeps a copy.
+///
+/// A pipe holds 64 KiB by default: the producer (tcpdump -w -, zstd -dc) and tcpwhy then take
+/// turns every 64 KiB. A pipe is asked for 1 MiB (Linux; the limit is fs.pipe-max-size); if
+/// refused, nothing changes. A directory is refused with a message that says so (a read from it
+/// fails with "Is a directory", which the parser would report as a corrupt capture).
+pub fn raw_input(path: &str) -> io::Result<Box<dyn Read + Send>> {
+    if path == "-" {
         #[cfg(target_os = "linux")]
         let _ = nix::fcntl::fcntl(io::stdin(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
-        Box::new(io::stdin())
-    } else {
-        Box::new(File::open(path)?)
-    };
-    Ok(from_reader(raw, read_ahead))
+        return Ok(Box::new(io::stdin()));
+    }
+    let file = File::open(path)?;
+    if let Ok(meta) = file.metadata() {
+        if meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a directory, not a capture",
+            ));
+        }
+        #[cfg(target_os = "linux")]
+        if std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+            let _ = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
+        }
+    }
+    Ok(Box::new(file))
 }
 
 pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {

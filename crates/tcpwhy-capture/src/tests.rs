@@ -570,3 +570,112 @@ fn read_ahead_reads_what_the_reading_thread_reads() {
         assert_eq!(after_offset(&with.2), after_offset(&without.2), "{what}");
     }
 }
+
+/// A directory of its own under the temporary directory, removed with its contents on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tcpwhy-capture-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes `bytes` into the FIFO `path` on a thread of its own, and sends a second handle on
+/// its write end once open. The open does not block (it fails while no reader is there, and
+/// is tried again for at most 10 s), so the thread ends even if the reader never comes.
+fn fifo_writer(
+    path: &std::path::Path,
+    bytes: Vec<u8>,
+) -> (
+    std::thread::JoinHandle<()>,
+    std::sync::mpsc::Receiver<std::fs::File>,
+) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use std::os::unix::fs::OpenOptionsExt;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_path_buf();
+    let t = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let mut f = loop {
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(OFlag::O_NONBLOCK.bits())
+                .open(&path);
+            match opened {
+                Ok(f) => break f,
+                Err(_) if start.elapsed() < std::time::Duration::from_secs(10) => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Err(_) => return,
+            }
+        };
+        // Blocking writes from here on: the reader takes the bytes at its pace.
+        let _ = fcntl(&f, FcntlArg::F_SETFL(OFlag::empty()));
+        if let Ok(second) = f.try_clone() {
+            let _ = tx.send(second);
+        }
+        let _ = f.write_all(&bytes);
+    });
+    (t, rx)
+}
+
+#[test]
+fn a_fifo_is_read_once_through_a_wide_pipe() {
+    let dir = TempDir::new("fifo");
+    let path = dir.0.join("in");
+    let recs: Vec<(u32, u32, Vec<u8>)> = (0..3000u32)
+        .map(|i| (i, 0, i.to_le_bytes().repeat(50)))
+        .collect();
+    let recs: Vec<(u32, u32, &[u8])> = recs.iter().map(|(s, f, d)| (*s, *f, &d[..])).collect();
+    let file = pcap(false, false, 101, &recs);
+    assert!(file.len() > 4 * open::PREFIX);
+    let expect = outcome(reader("in", file.clone()));
+    assert_eq!(expect.0.len(), 3000);
+    let name = path.to_string_lossy().into_owned();
+    for read_ahead in [false, true] {
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (writer, opened) = fifo_writer(&path, file.clone());
+        let r = FileReader::open_with(&name, ReadOptions { read_ahead });
+        // Asked for 1 MiB (the default fs.pipe-max-size): the writer goes 16 times further
+        // before it waits for the reader.
+        let second = opened.recv_timeout(std::time::Duration::from_secs(10));
+        let size = second.map(|f| nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETPIPE_SZ));
+        let max: Option<i32> = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        if max.is_some_and(|m| m >= 1 << 20) {
+            assert_eq!(size.ok().and_then(|s| s.ok()), Some(1 << 20));
+        }
+        let got = outcome(r);
+        writer.join().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let (packets, warnings, error) = (&got.0, &got.1, &got.2);
+        assert!(warnings.is_empty() && error.is_none(), "{got:?}");
+        assert!(
+            *packets == expect.0,
+            "read ahead {read_ahead}: {} packets",
+            packets.len()
+        );
+    }
+}
+
+#[test]
+fn a_directory_is_refused_as_one() {
+    let dir = TempDir::new("dir");
+    let e = FileReader::open(&dir.0.to_string_lossy())
+        .err()
+        .expect("a directory is not a capture");
+    assert!(
+        e.to_string()
+            .ends_with("at byte 0: cannot open: a directory, not a capture"),
+        "{e}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `tcpwhy analyze`: captures -> connections -> a report.
 
 use crate::engine::{Engine, Sinks};
+use crate::input::Inputs;
 use crate::output::{self, Printer, Report, ToPrinter};
 use crate::{AnalyzeArgs, Format};
 use std::collections::BTreeMap;
@@ -28,32 +29,21 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         return run_live(iface, args, cfg);
     }
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
-    // standard input is kept in a temporary file for that.
-    let spooled = if args.format == Format::Html && args.files.iter().any(|f| f == "-") {
-        Some(Spool::stdin()?)
-    } else {
-        None
-    };
-    let files: Vec<String> = args
-        .files
-        .iter()
-        .map(|f| match (&spooled, f.as_str()) {
-            (Some(s), "-") => s.path.display().to_string(),
-            _ => f.clone(),
-        })
-        .collect();
+    // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
     let threads = args.threads.unwrap_or_else(default_threads);
-    let mut capture = match Capture::open_with(&files, read_options(files.len(), threads)) {
+    let again = args.format == Format::Html;
+    let options = read_options(args.files.len(), threads);
+    let (mut capture, inputs) = match Inputs::open(&args.files, again, options) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
             return Ok(ExitCode::from(2));
         }
     };
-    let mut printer = printer(args, false, &files, &cfg)?;
+    let mut printer = printer(args, Some(inputs), &cfg)?;
     let history_secs = cfg.history_ns / 1_000_000_000;
 
-    let mut progress = Progress::new(&files, args.quiet);
+    let mut progress = Progress::new(&args.files, capture.compressed(), args.quiet);
     let run = if threads <= 1 {
         one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
     } else {
@@ -283,22 +273,20 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(files: &[String], quiet: bool) -> Progress {
+    /// `compressed`: some input is (its size on disk then says nothing of the bytes to read).
+    /// Sizes come from the file system alone: an input is never opened again here (a pipe
+    /// would lose bytes to it, or a FIFO whose writer is gone would block the open forever).
+    fn new(files: &[String], compressed: bool, quiet: bool) -> Progress {
         use std::io::IsTerminal;
         let on = !quiet && io::stderr().is_terminal();
-        let mut total = Some(0u64);
+        let mut total = (!compressed).then_some(0u64);
         for f in files {
             let size = std::fs::metadata(f)
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.len());
-            let mut magic = [0u8; 4];
-            let compressed = File::open(f)
-                .and_then(|mut h| std::io::Read::read_exact(&mut h, &mut magic))
-                .is_ok()
-                && (magic[..2] == [0x1f, 0x8b] || magic == [0x28, 0xb5, 0x2f, 0xfd]);
             total = match (total, size) {
-                (Some(t), Some(s)) if !compressed => Some(t + s),
+                (Some(t), Some(s)) => Some(t + s),
                 _ => None,
             };
         }
@@ -351,33 +339,13 @@ impl Progress {
     }
 }
 
-/// Standard input copied to a temporary file, removed on drop.
-struct Spool {
-    path: std::path::PathBuf,
-}
-
-impl Spool {
-    fn stdin() -> io::Result<Spool> {
-        let path = std::env::temp_dir().join(format!("tcpwhy-stdin-{}.cap", std::process::id()));
-        let spool = Spool { path };
-        let mut f = File::create(&spool.path)?;
-        io::copy(&mut io::stdin().lock(), &mut f)?;
-        Ok(spool)
-    }
-}
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
+/// The printer `args` ask for; `inputs`: the capture's, for a second pass (`None`: live).
 fn printer(
     args: &AnalyzeArgs,
-    live: bool,
-    files: &[String],
+    inputs: Option<Inputs>,
     cfg: &Config,
 ) -> io::Result<Box<dyn Printer>> {
+    let live = inputs.is_none();
     let out: Box<dyn Write> = match &args.output {
         Some(path) => {
             Box::new(BufWriter::new(File::create(path).map_err(|e| {
@@ -388,16 +356,14 @@ fn printer(
     };
     Ok(match args.format {
         Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
-        Format::Html if live => {
-            return Err(io::Error::other(
-                "--format html needs capture files (its graphs read them twice); use text or json with --interface",
-            ))
-        }
-        Format::Html => Box::new(output::html::HtmlPrinter::new(
-            out,
-            files.to_vec(),
-            cfg.clone(),
-        )),
+        Format::Html => match inputs {
+            None => {
+                return Err(io::Error::other(
+                    "--format html needs capture files (its graphs read them twice); use text or json with --interface",
+                ))
+            }
+            Some(inputs) => Box::new(output::html::HtmlPrinter::new(out, inputs, cfg.clone())),
+        },
         Format::Text => {
             let sel = if !args.connection.is_empty() {
                 output::text::DetailSel::Ids(args.connection.iter().copied().collect())
@@ -428,7 +394,7 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         }
     };
     let stop = tcpwhy_lab::os::interrupt_flag()?;
-    let mut printer = printer(args, true, &[], &cfg)?;
+    let mut printer = printer(args, None, &cfg)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");

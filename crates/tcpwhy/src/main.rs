@@ -8,6 +8,7 @@
 mod analyze;
 mod engine;
 mod hostcmd;
+mod input;
 mod lab;
 mod output;
 mod time;

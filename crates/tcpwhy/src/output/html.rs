@@ -9,17 +9,18 @@
 //! latencies split by where their time went, and a sortable table of connections.
 //!
 //! The graphs need the packets of a few connections, which a streaming first pass has already
-//! dropped: `summary` reads the capture files a second time and keeps only the packets of the
-//! findings' connections inside their graph windows. Every string that comes from a capture is
+//! dropped: `summary` reads the capture a second time (an input that is not a regular file from
+//! the copy the first pass kept, crate::input) and keeps only the packets of the findings'
+//! connections inside their graph windows. Every string that comes from a capture is
 //! escaped.
 
 use super::{endpoint, Printer, Report, Slowest};
+use crate::input::Inputs;
 use crate::time::rfc3339;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
-use tcpwhy_capture::Capture;
 use tcpwhy_detect::{Exchange, Finding, Stall, StallClass};
 use tcpwhy_track::{Analyzer, Brief, Config, Connection, SegmentEvent, Sink};
 
@@ -65,7 +66,7 @@ struct Cause {
 pub struct HtmlPrinter {
     out: Box<dyn Write>,
     err: Option<io::Error>,
-    files: Vec<String>,
+    inputs: Inputs,
     cfg: Config,
     findings: Vec<Finding>,
     more_findings: u64,
@@ -80,13 +81,13 @@ pub struct HtmlPrinter {
 }
 
 impl HtmlPrinter {
-    /// `files` are read again at the end for the graphs, with the same tracker configuration
+    /// `inputs` are read again at the end for the graphs, with the same tracker configuration
     /// (so connection ids match the first pass).
-    pub fn new(out: Box<dyn Write>, files: Vec<String>, cfg: Config) -> HtmlPrinter {
+    pub fn new(out: Box<dyn Write>, inputs: Inputs, cfg: Config) -> HtmlPrinter {
         HtmlPrinter {
             out,
             err: None,
-            files,
+            inputs,
             cfg,
             findings: Vec::new(),
             more_findings: 0,
@@ -215,7 +216,7 @@ impl Printer for HtmlPrinter {
         let (points, second_pass_error) = if windows.is_empty() {
             (HashMap::new(), None)
         } else {
-            collect(&self.files, &self.cfg, &windows)
+            collect(&self.inputs, &self.cfg, &windows)
         };
         let html = self.render(r, &windows, &points, second_pass_error);
         self.out.write_all(html.as_bytes())?;
@@ -350,7 +351,7 @@ impl Sink for Recorder<'_> {
 
 /// Read the capture again and keep the packets of the graphed connections in their windows.
 fn collect(
-    files: &[String],
+    inputs: &Inputs,
     cfg: &Config,
     windows: &[(usize, Windows)],
 ) -> (HashMap<u64, Vec<Pt>>, Option<String>) {
@@ -360,7 +361,7 @@ fn collect(
         let ranges = want.entry(w.connection).or_default();
         ranges.extend(w.ranges.iter().map(|r| (r.from_ns, r.to_ns)));
     }
-    let mut capture = match Capture::open(files) {
+    let mut capture = match inputs.again() {
         Ok(c) => c,
         Err(e) => return (points, Some(e.to_string())),
     };
