@@ -235,3 +235,45 @@ fn reports_load_in_headless_chromium_without_console_messages() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(png.len() > 20_000, "{} bytes", png.len());
 }
+
+/// Low-confidence findings are shown apart, under "Less certain", with their reasons, and are
+/// not in the ranked chart; the text report does the same. sf20_SF20_Trace1 (the real-world
+/// corpus, ../shared/corpus/real) began before the capture and misses packets: its
+/// rto-retransmission is low confidence. Skipped with a message without the corpus.
+#[test]
+fn low_confidence_findings_are_shown_apart() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus/real/sf20_SF20_Trace1.pcapng");
+    if !file.exists() {
+        eprintln!("SKIPPED: no {}", file.display());
+        return;
+    }
+    let file = file.to_string_lossy().into_owned();
+    let low: Vec<Value> = json_findings(&file)
+        .into_iter()
+        .filter(|f| f["confidence"]["level"] == "low")
+        .collect();
+    assert!(
+        low.iter().any(|f| f["id"] == "rto-retransmission"),
+        "{low:?}"
+    );
+    let dir = tmpdir("low");
+    let html = html_of(&file, &dir.join("r.html"));
+    let apart = html.find("<h2>Less certain</h2>").expect("a section apart");
+    let rto = html
+        .find("data-id=\"rto-retransmission\"")
+        .expect("the rto finding is listed");
+    assert!(rto > apart, "listed under Less certain");
+    assert!(html.contains("Confidence low: the capture missed packets of this connection"));
+    assert!(
+        !html.contains("<a href=\"#cause-rto-retransmission\">"),
+        "not in the ranked chart"
+    );
+    let text = tcpwhy(&["analyze", &file]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let apart = text
+        .find("Less certain (low confidence, not ranked above):")
+        .expect("the text report too");
+    assert!(text[apart..].contains("- rto-retransmission:"), "{text}");
+    assert!(!text[..apart].contains(". rto-retransmission:"), "{text}");
+}

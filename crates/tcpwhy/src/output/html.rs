@@ -71,6 +71,8 @@ pub struct HtmlPrinter {
     findings: Vec<Finding>,
     more_findings: u64,
     causes: BTreeMap<&'static str, Cause>,
+    /// Low-confidence findings, ranked apart (`tcpwhy_detect::confidence`).
+    uncertain: BTreeMap<&'static str, Cause>,
     cause_connections: super::CauseConnections,
     /// Findings and time lost per connection, until its record arrives.
     per_conn: HashMap<u64, (u32, i64)>,
@@ -92,6 +94,7 @@ impl HtmlPrinter {
             findings: Vec::new(),
             more_findings: 0,
             causes: BTreeMap::new(),
+            uncertain: BTreeMap::new(),
             cause_connections: Default::default(),
             per_conn: HashMap::new(),
             hist: [[0; PARTS.len()]; BINS],
@@ -142,7 +145,12 @@ fn fmt_bytes(b: u64) -> String {
 
 impl Printer for HtmlPrinter {
     fn finding(&mut self, f: &Finding) {
-        let c = self.causes.entry(f.id).or_default();
+        let ranked = if f.confidence.level == tcpwhy_detect::Level::Low {
+            &mut self.uncertain
+        } else {
+            &mut self.causes
+        };
+        let c = ranked.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
         self.cause_connections.finding(f.connection, f.id);
@@ -580,17 +588,35 @@ impl HtmlPrinter {
             );
         }
         let graph_of: HashMap<usize, &Windows> = windows.iter().map(|(i, w)| (*i, w)).collect();
-        // Grouped by cause (in the ranking's order), then by time.
+        // Grouped by cause (in the ranking's order), then by time; the low-confidence ones
+        // after all the others, apart.
         let mut ranked: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
         ranked.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        let mut uncertain: Vec<(&&'static str, &Cause)> = self.uncertain.iter().collect();
+        uncertain.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        let low = |f: &Finding| f.confidence.level == tcpwhy_detect::Level::Low;
+        let groups = ranked
+            .into_iter()
+            .map(|(id, _)| (*id, false))
+            .chain(uncertain.into_iter().map(|(id, _)| (*id, true)));
         let mut n = 0usize;
-        for (id, _) in ranked {
-            let _ = writeln!(h, "<div id=\"cause-{}\"></div>", esc(id));
+        let mut apart = false;
+        for (id, uncertain) in groups {
+            if uncertain && !apart {
+                apart = true;
+                let _ = writeln!(
+                    h,
+                    "<h2>Less certain</h2><p class=\"muted\">Findings of low confidence: what the capture leaves unknown about their connections (the reason is under each) could make their cause or cost wrong. Not ranked above.</p>"
+                );
+            }
+            if !uncertain {
+                let _ = writeln!(h, "<div id=\"cause-{}\"></div>", esc(id));
+            }
             for (i, f) in self
                 .findings
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| f.id == *id)
+                .filter(|(_, f)| f.id == id && low(f) == uncertain)
             {
                 n += 1;
                 let _ = write!(
@@ -610,6 +636,14 @@ impl HtmlPrinter {
                     esc(&f.fix),
                     esc(&f.wireshark_filter()),
                 );
+                if f.confidence.level != tcpwhy_detect::Level::High {
+                    let _ = write!(
+                        h,
+                        "<p class=\"muted\">Confidence {}: {}.</p>",
+                        f.confidence.level.name(),
+                        esc(&f.confidence.reasons.join("; "))
+                    );
+                }
                 for w in graph_of.get(&i).map(|w| &w.ranges[..]).unwrap_or(&[]) {
                     let pts: Vec<Pt> = points
                         .get(&f.connection)
