@@ -20,9 +20,11 @@
 //! the same bytes would have taken with that window.
 //!
 //! **Cost.** Time, per burst: how long it took at the capture point against how long the same
-//! bytes take with the earlier window (within the receiver's: the round trips that window
-//! still needs, plus the bytes at the fastest rate the sender reached: a quarter round trip's
-//! worth of its densest data). The sum over the bursts it happened to.
+//! bytes take with the window kept (the larger of the one reached before the gap and the one
+//! this burst reached from its restart: kept, the window would have grown from more; within
+//! the receiver's): the round trips that window still needs, plus the bytes at the fastest
+//! rate the sender reached (a quarter round trip's worth of its densest data). The sum over
+//! the bursts it happened to.
 //!
 //! **Known false positives.** An application that writes a response's first part, then the
 //! rest one round trip later, looks alike (the gap must follow the first flight by 0.6 to 1.5
@@ -204,13 +206,18 @@ impl State {
         let mut found = None;
         if let (Some(b), true) = (burst, self.is(AFTER_IDLE) && !self.is(AFTER_LOSS)) {
             let bytes = u64::from(self.burst_bytes);
-            // The window the sender could have used: the one it reached, within the receiver's.
             let rwnd = if self.is(RWND) {
                 u64::from(self.rwnd)
             } else {
                 u64::MAX
             };
+            // The restart is judged against the window reached before the gap.
             let w = u64::from(self.window_before).min(rwnd);
+            // The window a sender that kept its window would have used, within the receiver's:
+            // at least the one it reached before the gap, and at least the one it reached in
+            // this burst from the restarted window (kept, it would have grown from more).
+            let kept = self.window_before.max(self.reached());
+            let w_kept = u64::from(kept).min(rwnd);
             let second = i64::from(self.second_us) * 1000;
             let dense = self.dense.max(self.dense_before);
             // The receiver's window, not the sender's, made the first flight small.
@@ -225,7 +232,7 @@ impl State {
                 && dense > 0
             {
                 let took = last - t0;
-                let rounds = bytes.div_ceil(w).max(1) as i64;
+                let rounds = bytes.div_ceil(w_kept).max(1) as i64;
                 // The bytes at the densest rate the sender reached: `dense` bytes a bin.
                 let serial =
                     (bytes as f64 * f64::from(self.bin_us) * 1000.0 / f64::from(dense)) as i64;
@@ -237,7 +244,7 @@ impl State {
                         burst: b,
                         bytes,
                         first_flight: self.first_flight,
-                        window_before: self.window_before,
+                        window_before: kept,
                         took_ns: took,
                         would_take_ns: would,
                     });
