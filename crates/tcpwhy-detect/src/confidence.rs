@@ -8,7 +8,8 @@
 //! - no complete handshake (where the capture sat is unknown, so the round trip is not split
 //!   between the two sides): `medium` for findings that take the capture point's share of it;
 //! - a loss before the capture point inferred from the sender's IPv4 IDs (its first
-//!   transmission never seen): `medium`;
+//!   transmission never seen): `medium`; from a silence as long as Linux's loss probe alone
+//!   (IPv6: no IDs): `low`;
 //! - packets captured twice (set aside as copies): noted, the level unchanged.
 
 use crate::finding::Level;
@@ -23,6 +24,8 @@ pub const VANTAGE: &str =
 pub const INFERRED_LOSS: &str =
     "a loss before the capture point is inferred from the sender's IPv4 IDs (the first transmission was never seen)";
 pub const DUPLICATES: &str = "some packets were captured twice (set aside as copies)";
+pub const PROBE_TIMING: &str =
+    "a loss before the capture point is inferred from a silence as long as Linux's loss probe (no IPv4 IDs to count): a sender pausing that long would look the same";
 
 /// Findings read from gaps, resends and windows: a packet the capture missed can be what they
 /// saw.
@@ -78,12 +81,13 @@ pub fn assess(c: &Connection, f: &mut Finding) {
     } else if c.vantage() == Vantage::Unknown && SPLIT.contains(&f.id) {
         conf.lower(Level::Medium, VANTAGE);
     }
-    if f.id == "rto-retransmission"
-        && f.details["lost_before_capture_point"]
-            .as_u64()
-            .is_some_and(|n| n > 0)
-    {
-        conf.lower(Level::Medium, INFERRED_LOSS);
+    if f.id == "rto-retransmission" {
+        let count = |k: &str| f.details[k].as_u64().unwrap_or(0);
+        if count("inferred_from_probe_timing") > 0 {
+            conf.lower(Level::Low, PROBE_TIMING);
+        } else if count("lost_before_capture_point") > 0 {
+            conf.lower(Level::Medium, INFERRED_LOSS);
+        }
     }
     if c.client.duplicates() + c.server.duplicates() > 0 {
         conf.lower(Level::High, DUPLICATES);

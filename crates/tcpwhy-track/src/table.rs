@@ -92,6 +92,10 @@ pub struct SegmentEvent<'a> {
     /// released it), and starts where the sender's data ended (a lost tail leaves no hole):
     /// the wait then runs from the sender's previous segment.
     pub lost_wait_ns: i64,
+    /// That judgement rests on timing alone (no IPv4 IDs to count: IPv6): the silence before
+    /// the segment is Linux's loss probe for one segment in flight (2 SRTT + 200 ms, to the
+    /// timer's tick), and both sides were quiet through it. Less certain than a skipped ID.
+    pub lost_by_timing: bool,
 }
 
 impl<F: FnMut(&Connection)> Sink for F {
@@ -144,6 +148,9 @@ const MS: i64 = 1_000_000;
 /// IPv4 ID gap did not time anything out (another connection took the IDs: a counter shared
 /// by the host, as on Windows).
 const LOSS_TIMER_MIN_NS: i64 = 100 * MS;
+/// Linux's tail loss probe with one segment in flight waits 2 SRTT plus TCP_RTO_MIN (200 ms)
+/// (tcp_schedule_loss_probe), rounded up to the timer's tick.
+const PROBE_MIN_NS: i64 = 200 * MS;
 
 /// A 4-tuple with its two ends in a canonical order, so both directions find the same entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -741,7 +748,7 @@ impl Tracker {
                 self.create(hash, seg, at, prev, sink)
             }
         };
-        if let Some((from, new_data, retransmission, lost_wait_ns)) =
+        if let Some((from, new_data, retransmission, lost_wait_ns, lost_by_timing)) =
             self.update(slot, seg, at, frame_len)
         {
             if let Some(c) = self.slots.get(slot) {
@@ -752,6 +759,7 @@ impl Tracker {
                     new_data,
                     retransmission: retransmission || lost_wait_ns > 0,
                     lost_wait_ns,
+                    lost_by_timing,
                 };
                 sink.segment(c, &ev);
             }
@@ -857,7 +865,7 @@ impl Tracker {
         seg: &TcpSegment,
         at: At,
         frame_len: u32,
-    ) -> Option<(Side, bool, bool, i64)> {
+    ) -> Option<(Side, bool, bool, i64, bool)> {
         let c = self.slots.get_mut(slot)?;
         c.last = at;
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
@@ -953,18 +961,32 @@ impl Tracker {
         let starts_at_end = me.next_seq() == Some(seg.seq);
         let id_gap = me.id_gap(seg, u32::from(peer.mss().unwrap_or(1460)));
         let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
-        let lost_wait_ns = if hole_age_ns > (rtt / 2).max(MS) && !retransmission {
-            me.count_unseen_resend();
-            hole_age_ns
-        } else if id_gap > 0
-            && had_new
+        // A segment after a silence that could be a loss timer's: new data starting where the
+        // sender's data ended, acknowledging nothing new (a lost tail leaves no hole).
+        let after_timer = had_new
             && !retransmission
             && seg.payload_len > 0
             && same_ack
             && starts_at_end
-            && quiet_ns.min(peer_quiet_ns) >= (rtt + rtt / 2).max(LOSS_TIMER_MIN_NS)
-        {
+            && quiet_ns.min(peer_quiet_ns) >= (rtt + rtt / 2).max(LOSS_TIMER_MIN_NS);
+        // Without IDs (IPv6): Linux's probe for one segment in flight, 2 SRTT + 200 ms to the
+        // timer's tick (up to 10 ms at HZ=100), with the peer quiet since the flight's ACKs.
+        let probe = 2 * rtt + PROBE_MIN_NS;
+        let probe_timed = seg.ip_id == 0
+            && after_timer
+            && rtt > 0
+            && (probe - 4 * MS..=probe + 20 * MS).contains(&quiet_ns)
+            && peer_quiet_ns >= quiet_ns - rtt;
+        let mut lost_by_timing = false;
+        let lost_wait_ns = if hole_age_ns > (rtt / 2).max(MS) && !retransmission {
             me.count_unseen_resend();
+            hole_age_ns
+        } else if id_gap > 0 && after_timer {
+            me.count_unseen_resend();
+            quiet_ns
+        } else if probe_timed {
+            me.count_unseen_resend();
+            lost_by_timing = true;
             quiet_ns
         } else {
             if id_gap > 0 {
@@ -1014,7 +1036,7 @@ impl Tracker {
         if due < self.armed[slot as usize] {
             self.arm(slot, id, due);
         }
-        Some((side, had_new, retransmission, lost_wait_ns))
+        Some((side, had_new, retransmission, lost_wait_ns, lost_by_timing))
     }
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {

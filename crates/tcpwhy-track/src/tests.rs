@@ -1497,3 +1497,26 @@ fn service_ports_name_the_server_of_a_connection_without_handshake() {
         "sorted for the search"
     );
 }
+
+#[test]
+fn without_ids_a_lost_tail_is_judged_from_a_loss_probes_timing() {
+    // The same lost tail with no IPv4 IDs (IPv6: every ID reads 0): the round trip is 20 ms,
+    // and the last 500 bytes come 248 ms after the flight, the client quiet since its ACK at
+    // 41 ms: Linux's loss probe for one segment in flight (2 x 20 + 200 ms, on a 4 ms tick).
+    // A resend lost before the capture point, judged from timing alone. 150 ms or 400 ms of
+    // silence match no probe: a pause, not a loss.
+    let run = |resend_at: i64| -> Vec<(u64, i64)> {
+        let mut r = Run::new();
+        let mut w = Vec::new();
+        seg_event(&mut r, &mut w, 0, C, SYN, 1000, 0, 0, 0);
+        seg_event(&mut r, &mut w, 20, S, SYN | ACK, 5000, 1001, 0, 0);
+        seg_event(&mut r, &mut w, 20, C, ACK | PSH, 1001, 5001, 10, 0);
+        seg_event(&mut r, &mut w, 40, S, ACK, 5001, 1011, 2920, 0);
+        seg_event(&mut r, &mut w, 41, C, ACK, 1011, 7921, 0, 0);
+        seg_event(&mut r, &mut w, resend_at, S, ACK | PSH, 7921, 1011, 500, 0);
+        w
+    };
+    assert_eq!(run(288), [(6, 248 * MS)]);
+    assert_eq!(run(190), []);
+    assert_eq!(run(440), []);
+}

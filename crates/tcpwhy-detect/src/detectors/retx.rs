@@ -327,6 +327,8 @@ pub(crate) struct Retx {
     pub dsack: bool,
     /// The capture never saw the original: lost before the capture point.
     pub upstream: bool,
+    /// ... judged from the silence's length alone (a Linux loss probe's timing, no IDs).
+    pub by_timing: bool,
     /// It was the last segment sent so far (tail loss).
     pub tail: bool,
     /// The peer had acknowledged nothing of this sender's data yet (after its SYN-ACK, for a
@@ -471,6 +473,7 @@ impl State {
             spurious: !upstream && peer_acked.is_some_and(|a| a >= end),
             dsack: false,
             upstream,
+            by_timing: ev.lost_by_timing,
             tail: end >= highest,
             peer_silent: !self.is(ACKED),
             backoff,

@@ -38,8 +38,10 @@ pub(super) struct Timeouts {
     seen: Vec<Retx>,
     count: u32,
     tail: u32,
-    /// Segments lost before the capture point (their resend filled a hole).
+    /// Segments lost before the capture point (their resend filled a hole), and of those the
+    /// ones judged from a loss probe's timing alone.
     upstream: u32,
+    by_timing: u32,
     max_backoff: u32,
     total_ns: i64,
     /// Time already counted: waits overlap (backoff on the same sequence, a window of
@@ -52,6 +54,7 @@ impl Timeouts {
         self.count += 1;
         self.tail += u32::from(r.tail);
         self.upstream += u32::from(r.upstream);
+        self.by_timing += u32::from(r.by_timing);
         self.max_backoff = self.max_backoff.max(r.backoff);
         self.total_ns += self.covered.add(r.from_ns, r.at.ts_ns);
         if self.seen.len() < KEEP {
@@ -119,6 +122,7 @@ impl Timeouts {
             "tail": st.tail,
             "max_backoff": st.max_backoff,
             "lost_before_capture_point": st.upstream,
+            "inferred_from_probe_timing": st.by_timing,
             "receiver_silent": silent,
             "waits_ms": waits,
             "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
