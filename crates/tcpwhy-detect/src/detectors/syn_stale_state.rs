@@ -10,7 +10,9 @@
 //! with a challenge ACK), whether the new ISN went below the old rcv_nxt, whether timestamps
 //! were in use, and the retry gap (2-8 ms on Linux >= 5.6, about 1 s or 3 s elsewhere).
 //!
-//! **Cost.** From the first SYN to the SYN-ACK that completed the handshake.
+//! **Cost.** From the first SYN to the SYN-ACK that completed the handshake, or to the last
+//! SYN sent again when none did: every SYN with the same ISN is the same attempt, however
+//! long the ladder (under tcp_rfc1337=1 a TIME-WAIT ignores the resets: about 67 s).
 //!
 //! **Known false positives.** A capture that misses the earlier connection cannot tell
 //! TIME-WAIT from a stale socket (the peer state is then "unknown"). Middleboxes that answer
@@ -40,6 +42,10 @@ pub(crate) struct Stale {
     ack: (Option<At>, u32),
     rst: Option<At>,
     retry_syn: Option<At>,
+    /// The latest SYN sent again after a reset, and how many were (a ladder when the stale
+    /// state outlives the resets: a TIME-WAIT under tcp_rfc1337=1).
+    last_syn: Option<At>,
+    retries: u32,
 }
 
 #[derive(Default)]
@@ -68,8 +74,10 @@ impl Detector for SynStaleState {
             // A SYN after the first: the retry, once the client reset the stale ACK.
             Side::Client if f.syn() && !f.ack() => {
                 if let Some(s) = st.peek_mut::<Stale>(WHOLE) {
-                    if s.rst.is_some() && s.retry_syn.is_none() {
-                        s.retry_syn = Some(ev.at);
+                    if s.rst.is_some() {
+                        s.retry_syn.get_or_insert(ev.at);
+                        s.last_syn = Some(ev.at);
+                        s.retries += 1;
                     }
                 }
             }
@@ -103,10 +111,11 @@ impl Detector for SynStaleState {
         let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn(c), st.ack) else {
             return;
         };
+        // To the SYN-ACK that completed the attempt, or to its last retry when none did.
         let end = c
             .handshake
             .syn_ack
-            .or(st.retry_syn)
+            .or(st.last_syn)
             .or(st.rst)
             .unwrap_or(ack_at);
         let mut f = Finding::new(INFO.id, c);
@@ -118,6 +127,7 @@ impl Detector for SynStaleState {
             Some(ack_at),
             st.rst,
             st.retry_syn,
+            st.last_syn,
             c.handshake.syn_ack,
         ]
         .into_iter()
@@ -168,11 +178,31 @@ impl Detector for SynStaleState {
             }
             None => "an earlier connection".to_string(),
         };
+        // What the capture shows, and only that.
+        let after = match (st.rst, st.retry_syn) {
+            (Some(_), Some(_)) if st.retries > 1 => format!(
+                ", the client reset it and sent the same SYN again {} later, {} times in all",
+                retry_gap.map(ms).unwrap_or_default(),
+                st.retries
+            ),
+            (Some(_), Some(_)) => format!(
+                ", the client reset it and sent the same SYN again {} later",
+                retry_gap.map(ms).unwrap_or_default()
+            ),
+            (Some(_), None) => ", the client reset it".to_string(),
+            (None, _) => String::new(),
+        };
+        let took = if c.handshake.syn_ack.is_some() {
+            format!("opening took {} instead of one round trip", ms(f.cost_ns))
+        } else {
+            format!(
+                "no SYN-ACK came in the capture ({} from the first SYN to the last)",
+                ms(f.cost_ns)
+            )
+        };
         f.explanation = format!(
-            "The SYN from port {} met {peer_state} of {prev_text}: the server answered with an ACK for old sequence numbers, the client reset it and sent the same SYN again{}; opening took {} instead of one round trip.",
+            "The SYN from port {} met {peer_state} of {prev_text}: the server answered with an ACK for old sequence numbers{after}; {took}.",
             c.client.port,
-            retry_gap.map(|g| format!(" {} later", ms(g))).unwrap_or_default(),
-            ms(f.cost_ns)
         );
         f.fix = fix.into();
         f.details = json!({
@@ -184,6 +214,7 @@ impl Detector for SynStaleState {
             "stale_ack_is_old_rcv_nxt": old_ack_matches,
             "timestamps": prev.map(|p| p.timestamps),
             "retry_gap_ms": retry_gap.map(crate::finding::ms_f),
+            "syns_again": st.retries,
             "retry_stack": retry_stack,
             "answered": c.handshake.syn_ack.is_some(),
         });
