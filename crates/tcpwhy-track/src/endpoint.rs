@@ -205,8 +205,10 @@ pub(crate) fn splitmix(mut x: u64) -> u64 {
 /// Sequence ranges the capture has not seen this side send (yet): above a jump in its
 /// sequence numbers (filled later, they are reordering), or acknowledged by the peer before
 /// the capture saw them (filled later, they are data captured after the ACK that covers it:
-/// offloaded super-segments, merged interfaces; never filled, capture loss).
-const MAX_HOLES: usize = 3;
+/// offloaded super-segments, merged interfaces; never filled, capture loss). Sixteen: a
+/// flight with SACK recovery leaves a hole per lost segment (the holes live in the box of what
+/// most sides never do).
+const MAX_HOLES: usize = 16;
 
 /// Holes in a sender's sequence space, oldest first (`MAX_HOLES` at most).
 #[derive(Clone, Debug)]
@@ -216,7 +218,7 @@ struct Holes {
     opened: [i64; MAX_HOLES],
     count: u8,
     /// Bit i: hole i was acknowledged by the peer (its bytes count as unseen until filled).
-    acked: u8,
+    acked: u16,
 }
 
 impl Holes {
@@ -231,7 +233,7 @@ impl Holes {
         let n = usize::from(self.count);
         self.ranges[n] = (from, to);
         self.opened[n] = now;
-        self.acked = (self.acked & !(1 << n)) | (u8::from(acked) << n);
+        self.acked = (self.acked & !(1 << n)) | (u16::from(acked) << n);
         self.count += 1;
     }
 
@@ -277,7 +279,7 @@ impl Holes {
                         self.opened[i + 1] = self.opened[i];
                         let low = self.acked & ((1 << (i + 1)) - 1);
                         let high = (self.acked >> (i + 1)) << (i + 2);
-                        let bit = u8::from(self.is_acked(i)) << (i + 1);
+                        let bit = u16::from(self.is_acked(i)) << (i + 1);
                         self.acked = low | bit | high;
                         self.count += 1;
                         i += 1;
@@ -407,9 +409,10 @@ pub struct Endpoint {
     pub(crate) prev_sig: [u8; 3],
     /// The IPv4 ID of this side's last segment, how many IDs it used (its segments: a TSO or
     /// GRO frame carries several, each with its own ID), and how many segments in a row came
-    /// with the ID that followed (saturating). A sender whose IDs follow each other (Linux:
-    /// one counter per socket) shows a segment lost before the capture point as an ID
-    /// skipped (`id_gap`).
+    /// with the ID that followed (saturating; bit `ID_DATA`: that segment carried payload). A
+    /// sender whose IDs follow each other (Linux: one counter per socket) shows a segment lost
+    /// before the capture point as an ID skipped, and one reordered on the way as an ID that
+    /// went back (`id_order`).
     last_ip_id: u16,
     last_ids: u8,
     id_run: u8,
@@ -417,6 +420,21 @@ pub struct Endpoint {
 
 /// Segments in a row with consecutive IPv4 IDs before a skipped ID is taken as a lost one.
 const ID_RUN: u8 = 4;
+/// `Endpoint::id_run` bit: the last segment carried payload (a lost tail follows data).
+const ID_DATA: u8 = 0x80;
+
+/// What a segment's IPv4 ID says about it (`Endpoint::id_order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdOrder {
+    /// No IDs to count (IPv6, ID 0), or not consecutive so far.
+    Unknown,
+    /// The ID after the last one.
+    Next,
+    /// This many IDs skipped before it; and whether the segment before it carried payload.
+    Skipped(u16, bool),
+    /// Sent before the last segment seen (reordered on the way).
+    Earlier,
+}
 
 /// Bits of `Endpoint::known`.
 const ISN: u8 = 1;
@@ -483,43 +501,49 @@ impl Endpoint {
         self.known & TIMESTAMPS != 0
     }
     /// Note segment `seg`'s IPv4 ID (`mss`: the segment size, to count the IDs a TSO or GRO
-    /// frame used). Returns how many IDs were skipped just before it (segments this side sent
-    /// that the capture did not see), when this side's IDs have followed each other: 0 if
-    /// none or unknown. A skip breaks the run of consecutive IDs unless the caller explains it
-    /// (`id_skip_explained`: the skipped segment was a lost one, resent now).
-    pub(crate) fn id_gap(&mut self, seg: &TcpSegment, mss: u32) -> u16 {
+    /// frame used). Returns what the IDs say about it, when this side's IDs have followed each
+    /// other (`ID_RUN` segments in a row): how many IDs were skipped just before it (segments
+    /// this side sent that the capture did not see), or that it was sent before the last
+    /// segment seen (`IdOrder::Earlier`: reordered on the way; the run goes on, the last ID
+    /// stays). A skip breaks the run unless the caller explains it (`id_skip_unexplained`
+    /// otherwise: the skipped segment was a lost one, resent now).
+    pub(crate) fn id_order(&mut self, seg: &TcpSegment, mss: u32) -> IdOrder {
+        let had_data = self.id_run & ID_DATA != 0;
+        let run = self.id_run & !ID_DATA;
         if seg.ip_id == 0 {
             self.id_run = 0;
-            return 0;
+            return IdOrder::Unknown;
         }
         let expected = self
             .last_ip_id
             .wrapping_add(u16::from(self.last_ids.max(1)));
         let skipped = seg.ip_id.wrapping_sub(expected);
-        let gap = if self.packets > 0 && self.id_run >= ID_RUN && (1..=8).contains(&skipped) {
-            skipped
-        } else {
-            0
-        };
-        self.id_run = if self.packets > 0 && skipped == 0 {
-            self.id_run.saturating_add(1)
-        } else {
-            0
-        };
-        if gap > 0 {
-            // Kept until the caller says whether the skip is explained.
-            self.id_run = ID_RUN;
+        let counted = self.packets > 0 && run >= ID_RUN;
+        if counted && (1..=64).contains(&expected.wrapping_sub(seg.ip_id)) {
+            return IdOrder::Earlier;
         }
+        let order = if counted && (1..=8).contains(&skipped) {
+            IdOrder::Skipped(skipped, had_data)
+        } else {
+            IdOrder::Next
+        };
+        let run = match order {
+            // Kept until the caller says whether the skip is explained.
+            IdOrder::Skipped(..) => ID_RUN,
+            _ if self.packets > 0 && skipped == 0 => (run + 1).min(ID_DATA - 1),
+            _ => 0,
+        };
+        self.id_run = run | if seg.payload_len > 0 { ID_DATA } else { 0 };
         self.last_ip_id = seg.ip_id;
         let segs = seg.payload_len.div_ceil(mss.max(1)).max(1);
         self.last_ids = u8::try_from(segs).unwrap_or(u8::MAX);
-        gap
+        order
     }
 
     /// The IDs `id_gap` found skipped were not a lost segment: the run of consecutive IDs is
     /// broken.
     pub(crate) fn id_skip_unexplained(&mut self) {
-        self.id_run = 0;
+        self.id_run &= ID_DATA;
     }
 
     /// Count a segment as sent again although the capture never saw its first transmission

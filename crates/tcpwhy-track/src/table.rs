@@ -7,7 +7,7 @@
 //! input always gives the same output.
 
 use crate::conn::{Close, Connection, EndReason, Predecessor, RoleSource, Side};
-use crate::endpoint::{At, Ts};
+use crate::endpoint::{At, IdOrder, Ts};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -947,8 +947,12 @@ impl Tracker {
         }
 
         // A resend of data lost before the capture point (`SegmentEvent::lost_wait_ns`): the
-        // round trip it is judged against, and what the sender had done before this segment.
-        let rtt = c.handshake_rtt_ns().unwrap_or(0);
+        // round trip it is judged against (the handshake's, else both sides' smallest data ->
+        // ACK times added), and what the sender had done before this segment.
+        let rtt = c.handshake_rtt_ns().unwrap_or_else(|| {
+            let min = |r: &crate::endpoint::RttStats| if r.count() > 0 { r.min_ns } else { 0 };
+            min(&c.client.ack_rtt) + min(&c.server.ack_rtt)
+        });
         let (me, peer) = match side {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
@@ -959,7 +963,7 @@ impl Tracker {
         let peer_quiet_ns = at.ts_ns - peer.last_ts;
         let same_ack = me.max_ack() == Some(seg.ack);
         let starts_at_end = me.next_seq() == Some(seg.seq);
-        let id_gap = me.id_gap(seg, u32::from(peer.mss().unwrap_or(1460)));
+        let ids = me.id_order(seg, u32::from(peer.mss().unwrap_or(1460)));
         let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
         // A segment after a silence that could be a loss timer's: new data starting where the
         // sender's data ended, acknowledging nothing new (a lost tail leaves no hole).
@@ -978,22 +982,34 @@ impl Tracker {
             && (probe - 4 * MS..=probe + 20 * MS).contains(&quiet_ns)
             && peer_quiet_ns >= quiet_ns - rtt;
         let mut lost_by_timing = false;
-        let lost_wait_ns = if hole_age_ns > (rtt / 2).max(MS) && !retransmission {
-            me.count_unseen_resend();
-            hole_age_ns
-        } else if id_gap > 0 && after_timer {
-            me.count_unseen_resend();
-            quiet_ns
-        } else if probe_timed {
-            me.count_unseen_resend();
-            lost_by_timing = true;
-            quiet_ns
-        } else {
-            if id_gap > 0 {
+        let id_gap = match ids {
+            IdOrder::Skipped(_, true) => true,
+            IdOrder::Skipped(_, false) => {
+                // The segment before was no data: a lost tail follows data in its flight.
                 me.id_skip_unexplained();
+                false
             }
-            0
+            _ => false,
         };
+        // A hole filled late, unless its ID says it left before the segment that opened the
+        // hole (reordered on the way, not sent again).
+        let lost_wait_ns =
+            if hole_age_ns > (rtt / 2).max(MS) && !retransmission && ids != IdOrder::Earlier {
+                me.count_unseen_resend();
+                hole_age_ns
+            } else if id_gap && after_timer {
+                me.count_unseen_resend();
+                quiet_ns
+            } else if probe_timed {
+                me.count_unseen_resend();
+                lost_by_timing = true;
+                quiet_ns
+            } else {
+                if id_gap {
+                    me.id_skip_unexplained();
+                }
+                0
+            };
         if let Some((tsval, _)) = seg.options.timestamp {
             if had_new {
                 me.on_tsval(tsval, at.ts_ns);
