@@ -85,10 +85,11 @@ pub(super) fn report(
         None => "sent nothing at all after its SYN-ACK while the client's first data went unacknowledged: its accept queue was most likely full (it drops the handshake's ACK and the data after it)".to_string(),
     };
     f.explanation = format!(
-        "{} {why}, which {} sent {} times more; {} lost waiting for a place in the queue.",
+        "{} {why}, which {} sent again {} time{}; {} lost waiting for a place in the queue.",
         side_name(c, Side::Server),
         side_name(c, Side::Client),
         count,
+        if count == 1 { "" } else { "s" },
         ms(cost)
     );
     if again.is_none() {

@@ -33,14 +33,13 @@ pub(super) struct FastRetransmits {
     seen: Vec<Retx>,
     count: u32,
     total_ns: i64,
-    /// Waits of segments lost together overlap: each moment counts once.
-    covered: super::retx::Covered,
 }
 
 impl FastRetransmits {
-    pub fn add(&mut self, r: Retx) {
+    /// Add `r`, whose wait adds `added_ns` to what the sender's losses cost so far.
+    pub fn add(&mut self, r: Retx, added_ns: i64) {
         self.count += 1;
-        self.total_ns += self.covered.add(r.from_ns, r.at.ts_ns);
+        self.total_ns += added_ns;
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }

@@ -2,11 +2,13 @@
 //! `spurious-retransmission`: when each segment was first sent, what the peer's ACKs said
 //! before it was sent again, and whether the peer had it already.
 //!
-//! - fast: the first resend of a range within about a round trip of the ACK that announced
-//!   the loss (the third duplicate ACK, a SACK block, or a partial ACK during recovery); the
-//!   round trip bounds the time between that ACK at the capture point and the resend there,
-//!   from any vantage point;
-//! - timeout: any other resend, and every resend of a range resent before (backoff);
+//! - fast: the first resend of a range within a round trip and a half of the ACK that
+//!   announced the loss (the third duplicate ACK, a SACK block, or a partial ACK during fast
+//!   recovery); that bounds the time between that ACK at the capture point and the resend
+//!   there, from any vantage point;
+//! - timeout: any other resend, every resend of a range resent before (backoff), and the
+//!   resends that partial ACKs release after a timeout until everything outstanding then is
+//!   acknowledged (the timeout's recovery);
 //! - spurious: the peer had the data: acknowledged at the capture point before the resend, or
 //!   reported twice by a D-SACK (RFC 2883). Not loss;
 //! - a resend of a segment lost before the capture point (the tracker's judgement,
@@ -42,6 +44,8 @@ pub(crate) struct Losses {
     fast: FastRetransmits,
     timeouts: Timeouts,
     spurious: Spurious,
+    /// The waits already counted, by either class.
+    covered: Covered,
 }
 
 /// Retransmissions waiting to be classified, per direction.
@@ -70,10 +74,15 @@ impl Losses {
             }
             if r.spurious {
                 self.spurious.add(r);
-            } else if r.fast {
-                self.fast.add(r);
+                continue;
+            }
+            // One union of waits for both classes: a moment of a sender's loss counts once,
+            // in the finding of the resend that ended it first.
+            let added = self.covered.add(r.from_ns, r.at.ts_ns);
+            if r.fast {
+                self.fast.add(r, added);
             } else {
-                self.timeouts.add(r);
+                self.timeouts.add(r, added);
             }
         }
     }
@@ -247,10 +256,12 @@ impl Detector for Retransmissions {
             // The client's first data resent again and again while the server, its handshake
             // completed at the client, sent nothing at all: dropped by the server's host
             // (its accept queue full), not by the path (a lost segment's resends get through
-            // long before a third try). A SYN-ACK sent again makes it certain.
+            // long before a third try; on loopback, where no path loses anything, one resend
+            // tells). A SYN-ACK sent again makes it certain.
+            let loopback = c.client.addr.is_loopback() && c.server.addr.is_loopback();
             let silent_server = side == Side::Client
                 && c.handshake.ack.is_some()
-                && l.list.len() >= 2
+                && l.list.len() >= if loopback { 1 } else { 2 }
                 && l.list.iter().all(|r| r.peer_silent);
             let (fast, timeouts, spurious) = l.classify();
             if self.accept_on && (synack_again.is_some() || silent_server) {
@@ -303,6 +314,9 @@ const TRIGGERED: u8 = 8;
 /// The first resend of `last_retx_seq` was fast: the timeouts after it count their backoff
 /// from the second resend.
 const FIRST_FAST: u8 = 16;
+/// A timeout fired and data is still outstanding: the resends that partial ACKs release now
+/// are that timeout's recovery (Linux's Loss state), not fast retransmits.
+const RTO_RECOVERY: u8 = 32;
 
 /// Capture time in microseconds modulo 2^32, as `State::trigger_us` keeps it.
 fn us32(ts_ns: i64) -> u32 {
@@ -393,6 +407,9 @@ impl State {
                     } else {
                         self.flags &= !RECOVERING;
                     }
+                    if !outstanding {
+                        self.flags &= !RTO_RECOVERY;
+                    }
                 }
             }
             let o = &seg.options;
@@ -416,7 +433,11 @@ impl State {
         let rtt = rtt_ns(c);
         // The tracker judged it the resend of a segment lost before the capture point.
         let upstream = ev.lost_wait_ns > 0;
-        if ev.new_data && !ev.retransmission {
+        // New data whose first bytes repeat bytes the receiver had already acknowledged: the
+        // sender cut its segments anew (after SACK recovery), nothing was lost again.
+        let resegmented =
+            ev.new_data && !upstream && c.endpoint(me.other()).max_ack().is_some_and(|a| a > start);
+        if ev.new_data && (!ev.retransmission || resegmented) {
             self.sent.push((start, end, ev.at));
             return None;
         }
@@ -442,12 +463,18 @@ impl State {
         self.last_retx_n = attempt;
         // The ACK that announced the loss reaches the capture point at most about a round
         // trip before the resend does (at the sender, the resend follows it at once).
-        let window = rtt.map_or(200 * MS, |r| r + r / 4 + 20 * MS);
+        // At the receiver, the resend comes a round trip after the ACK that announced the loss
+        // was sent, and a sender may wait a little more (RACK's reordering window): a round trip
+        // and a half, far below any retransmission timer (at least RTT + 200 ms).
+        let window = rtt.map_or(200 * MS, |r| r + r / 2 + 20 * MS);
         let fast = attempt == 1
+            && !self.is(RTO_RECOVERY)
             && self.is(TRIGGERED)
             && i64::from(us32(ev.at.ts_ns).wrapping_sub(self.trigger_us)) * 1000 <= window;
         if fast {
             self.flags |= RECOVERING;
+        } else {
+            self.flags = (self.flags & !RECOVERING) | RTO_RECOVERY;
         }
         if attempt == 1 {
             self.flags = (self.flags & !FIRST_FAST) | if fast { FIRST_FAST } else { 0 };

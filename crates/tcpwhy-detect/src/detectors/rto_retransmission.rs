@@ -43,20 +43,23 @@ pub(super) struct Timeouts {
     upstream: u32,
     by_timing: u32,
     max_backoff: u32,
+    /// The last two resends' times (0: none).
+    last_ns: i64,
+    before_last_ns: i64,
     total_ns: i64,
-    /// Time already counted: waits overlap (backoff on the same sequence, a window of
-    /// segments all resent after one timeout) and count once.
-    covered: super::retx::Covered,
 }
 
 impl Timeouts {
-    pub fn add(&mut self, r: Retx) {
+    /// Add `r`, whose wait adds `added_ns` to what the sender's losses cost so far.
+    pub fn add(&mut self, r: Retx, added_ns: i64) {
         self.count += 1;
+        self.before_last_ns = self.last_ns;
+        self.last_ns = r.at.ts_ns;
         self.tail += u32::from(r.tail);
         self.upstream += u32::from(r.upstream);
         self.by_timing += u32::from(r.by_timing);
         self.max_backoff = self.max_backoff.max(r.backoff);
-        self.total_ns += self.covered.add(r.from_ns, r.at.ts_ns);
+        self.total_ns += added_ns;
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }
@@ -103,12 +106,12 @@ impl Timeouts {
             },
             ms(st.total_ns)
         );
-        // Nothing at all came back from the receiver once the resends began: it stopped
-        // answering (hung, gone, unplugged), which no path loss explains better.
-        let silent = c.endpoint(side.other()).last_ts < first.at.ts_ns;
+        // Nothing at all came back from the receiver through the last two resends and after:
+        // it stopped answering (hung, gone, unplugged), which no path loss explains better.
+        let silent = st.before_last_ns > c.endpoint(side.other()).last_ts;
         f.fix = if silent {
             format!(
-                "the receiver ({}) sent nothing once the resends began ({} silent to the end of the capture): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
+                "the receiver ({}) sent nothing through the last resends ({} silent to the end of the capture): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
                 c.endpoint(side.other()).addr,
                 ms(c.last.ts_ns - c.endpoint(side.other()).last_ts)
             )
