@@ -84,6 +84,8 @@ pub struct Stall {
     pub responding: bool,
     /// When the sender last retransmitted anything before the gap ended (capture time).
     pub last_retransmission_ns: Option<i64>,
+    /// The payload of the segment that ended the gap (0 for an ACK).
+    pub resumed_bytes: u32,
 }
 
 #[derive(Default, Debug)]
@@ -172,7 +174,7 @@ impl Stalls {
                 } else {
                     Resume::Retransmission
                 };
-                d.check(c, ev.from, ev.from, ev.at, how, out);
+                d.check(c, ev.from, ev.from, ev, how, out);
             }
             if ev.retransmission {
                 d.last_retx = ev.at.into();
@@ -203,7 +205,7 @@ impl Stalls {
             // An ACK for data the capture never saw: the gap before it was the capture's.
             let unseen = d.snd_nxt().is_some_and(|n| seg.ack > n);
             if d.is(ACTIVE) && advanced && !unseen {
-                d.check(c, peer, ev.from, ev.at, Resume::Ack, out);
+                d.check(c, peer, ev.from, ev, Resume::Ack, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;
@@ -266,10 +268,11 @@ impl Dir {
         c: &Connection,
         sender: Side,
         mss_of: Side,
-        now: At,
+        ev: &SegmentEvent<'_>,
         how: Resume,
         out: &mut Vec<Stall>,
     ) {
+        let now = ev.at;
         let Some(lp) = self.last_progress else { return };
         let gap = now.ts_ns - lp.ts_ns;
         if gap <= FLOOR_NS {
@@ -312,6 +315,10 @@ impl Dir {
             run_bytes: self.run_bytes,
             responding: self.is(RESPONDING),
             last_retransmission_ns: self.last_retx.get(),
+            resumed_bytes: match how {
+                Resume::Ack => 0,
+                _ => ev.seg.payload_len,
+            },
         });
         // The stall is over: the next one is measured from here.
         self.last_progress = Some(now);

@@ -396,37 +396,45 @@ fn path_latency_on_long_round_trips_only() {
 #[test]
 fn path_latency_keeps_the_first_64_exchanges() {
     // 70 exchanges of one 80 ms round trip each (the n-th takes n ms more, to tell them
-    // apart): the details list the first 64, the first exchange's own latency first, and the
-    // explanation says they are the first (there may have been more).
-    let mut lines: Vec<Line> = HS
-        .iter()
-        .map(|l| (l.0 * 8, l.1, l.2, l.3, l.4, l.5, l.6, l.7))
-        .collect();
-    for n in 0..70u32 {
-        let t = 80 + i64::from(n) * 200;
-        let (c, s) = (1001 + n * 100, 5001 + n * 100);
-        lines.push((t, C, ACK | PSH, c, s, 100, 1000, &[]));
-        lines.push((
-            t + 80 + i64::from(n),
-            S,
-            ACK | PSH,
-            s,
-            c + 100,
-            100,
-            1000,
-            &[],
-        ));
-    }
-    let f = run(&lines);
+    // apart): the details list the first 64, the first exchange's own latency first, and
+    // count all 70. The six beyond the list (144..149 ms) cost at most the listed median's
+    // one round trip each: 6 x 80 ms more than the same connection cut after 64 exchanges.
+    let lines_for = |count: u32| {
+        let mut lines: Vec<Line> = HS
+            .iter()
+            .map(|l| (l.0 * 8, l.1, l.2, l.3, l.4, l.5, l.6, l.7))
+            .collect();
+        for n in 0..count {
+            let t = 80 + i64::from(n) * 200;
+            let (c, s) = (1001 + n * 100, 5001 + n * 100);
+            lines.push((t, C, ACK | PSH, c, s, 100, 1000, &[]));
+            lines.push((
+                t + 80 + i64::from(n),
+                S,
+                ACK | PSH,
+                s,
+                c + 100,
+                100,
+                1000,
+                &[],
+            ));
+        }
+        lines
+    };
+    let f = run(&lines_for(70));
     assert_eq!(ids(&f), ["path-latency"], "{f:?}");
     let ms: Vec<f64> = (0..64).map(|n| 80.0 + f64::from(n)).collect();
     assert_eq!(f[0].details["exchange_ms"], serde_json::json!(ms));
-    assert_eq!(f[0].details["exchanges"], 64);
+    assert_eq!(f[0].details["exchanges"], 70);
     assert!(
-        f[0].explanation.contains("; its first 64 exchanges took "),
+        f[0].explanation
+            .contains("; 70 exchanges, the first 64 of them took "),
         "{}",
         f[0].explanation
     );
+    let cut = run(&lines_for(64));
+    assert_eq!(cut[0].details["exchanges"], 64);
+    assert_eq!(f[0].cost_ns - cut[0].cost_ns, 6 * 80 * MS);
 }
 
 #[test]

@@ -17,17 +17,40 @@ use std::path::{Path, PathBuf};
 /// Expectations of `expect.json` that the packets contradict, each checked by hand, with the
 /// reason: reported and not enforced. Each must still be unmet (a disputed expectation that is
 /// met again fails the test, so the list cannot outlive its reason).
-const DISPUTED: &[(&str, &str, &str)] = &[(
-    "zeek_echo-connections.pcap.gz",
-    "nagle-delayed-ack",
-    "the review's 'true' cases (e.g. 37246 -> 38246 -> 38269) have the client's next byte \
-     (38267) between the late ACK and the server's 'released' segment: 38269 echoes that new \
-     byte, it was not held (nothing of the server's was unacknowledged once 38246 came). The \
-     client's think time between bytes is uniform over 0-100 ms (25 500 gaps: 2 451-2 624 in \
-     each 10 ms bucket), so a byte 0.4 ms after its own delayed ACK is a coincidence. The same \
-     review calls the identical shape in zeek_smb_smb3_multichannel (1030 -> 1031 -> 1032) a \
-     false positive.",
-)];
+const DISPUTED: &[(&str, &str, &str)] = &[
+    (
+        "zeek_echo-connections.pcap.gz",
+        "nagle-delayed-ack",
+        "the review's 'true' cases (e.g. 37246 -> 38246 -> 38269) have the client's next byte \
+         (38267) between the late ACK and the server's 'released' segment: 38269 echoes that \
+         new byte, it was not held (nothing of the server's was unacknowledged once 38246 \
+         came). The client's think time between bytes is uniform over 0-100 ms (25 500 gaps: \
+         2 451-2 624 in each 10 ms bucket), so a byte 0.4 ms after its own delayed ACK is a \
+         coincidence. The same review calls the identical shape in \
+         zeek_smb_smb3_multichannel (1030 -> 1031 -> 1032) a false positive; a second review \
+         (2026-11-25) agrees.",
+    ),
+    (
+        "sf23_3_IOT_noTLS.pcapng",
+        "sender-limited",
+        "the review's 'true' pause (118 -> 119, 1.17 s) ends with frame 119, the device's \
+         4-byte poll at 14.388 s on its 5 s schedule (4.389, 9.388, 14.388, 19.388, 24.388 s), \
+         after the 90 kB upload had ended and been acknowledged: the next message, nobody \
+         waiting. The upload's other pauses (about 95 ms) are its own cadence of 7 kB every \
+         100 ms. A second review (2026-11-25) calls it a false positive too.",
+    ),
+    (
+        "zeek_echo-connections.pcap.gz",
+        "rto-retransmission",
+        "the 22 first bytes resent after 202-208 ms (e.g. 1499 -> 6626 on port 38058) are \
+         named accept-queue-full, not rto-retransmission: on loopback (127.0.0.1), where no \
+         path drops anything, the server sent nothing after its SYN-ACK (1030) until the \
+         resend, while 158 other connections of the same listener had their SYNs dropped \
+         (syn-unanswered): its queue was overflowing. The cost is the same (208 ms); the cause \
+         and the fix are the host's accept queue, not 'loss on the path'. A second review \
+         (2026-11-25) says so too.",
+    ),
+];
 
 fn corpus_dir() -> PathBuf {
     match std::env::var_os("TCPWHY_REAL_CORPUS") {

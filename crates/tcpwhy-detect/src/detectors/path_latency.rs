@@ -13,7 +13,8 @@
 //! counts one.
 //!
 //! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
-//! the latency), plus the handshake.
+//! the latency), plus the handshake. The first 64 exchanges are listed; those after them
+//! count their latencies, at most the median listed exchange's round trips each.
 //!
 //! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
 //! latency; its cure is on the path, not in the end hosts.
@@ -52,7 +53,14 @@ pub(crate) struct State {
 /// The latencies (first request byte to last response byte) of the exchanges after the
 /// first, at most `KEEP - 1`.
 #[derive(Default, Debug)]
-pub(crate) struct Later(Vec<i64>);
+pub(crate) struct Later(Vec<i64>, Rest);
+
+/// The exchanges beyond the first `KEEP`: how many, and their latencies summed.
+#[derive(Default, Debug)]
+pub(crate) struct Rest {
+    count: u32,
+    sum_ns: i64,
+}
 
 impl State {
     fn close_exchange(&mut self, extra: &mut Extras) {
@@ -60,9 +68,12 @@ impl State {
             if self.first_exchange.is_none() {
                 self.first_exchange = Some((q, r));
             } else {
-                let later = &mut extra.get::<Later>(WHOLE).0;
-                if later.len() + 1 < KEEP {
-                    later.push(r.ts_ns - q.ts_ns);
+                let later = extra.get::<Later>(WHOLE);
+                if later.0.len() + 1 < KEEP {
+                    later.0.push(r.ts_ns - q.ts_ns);
+                } else {
+                    later.1.count += 1;
+                    later.1.sum_ns += r.ts_ns - q.ts_ns;
                 }
             }
         }
@@ -148,12 +159,22 @@ impl Detector for PathLatency {
             })
             .collect();
         let hs = c.handshake_rtt_ns().unwrap_or(0);
+        // The exchanges beyond the list: their latencies, at most the median exchange's round
+        // trips each (the listed ones are the sample their shape is judged from).
+        let rest = cs
+            .extra
+            .peek::<Later>(WHOLE)
+            .map_or((0, 0), |l| (l.1.count, l.1.sum_ns));
+        let median_rounds = ((median + rtt / 4) / rtt).max(1);
+        let rest_cost = rest.1.min(i64::from(rest.0) * median_rounds * rtt);
         let cost = hs
+            + rest_cost
             + exchanges
                 .iter()
                 .zip(&rounds)
                 .map(|(l, n)| (n * rtt).min(*l))
                 .sum::<i64>();
+        let all_exchanges = exchanges.len() + rest.0 as usize;
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = c.syn().map_or(q.ts_ns, |a| a.ts_ns);
         f.end_ns = c.last.ts_ns;
@@ -173,17 +194,16 @@ impl Detector for PathLatency {
         } else {
             "round trips"
         };
-        let took = match exchanges.len() {
-            1 => format!(
+        let took = match (exchanges.len(), all_exchanges) {
+            (1, _) => format!(
                 "its one exchange took {} (about {rounds_median} {trips})",
                 ms(median)
             ),
-            // The list stops at KEEP: there may have been more.
-            KEEP => format!(
-                "its first {KEEP} exchanges took {} each (median, about {rounds_median} {trips})",
+            (KEEP, n) if n > KEEP => format!(
+                "{n} exchanges, the first {KEEP} of them took {} each (median, about {rounds_median} {trips})",
                 ms(median)
             ),
-            n => format!(
+            (n, _) => format!(
                 "{n} exchanges took {} each (median, about {rounds_median} {trips})",
                 ms(median)
             ),
@@ -196,7 +216,7 @@ impl Detector for PathLatency {
         f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
         f.details = json!({
             "rtt_ms": ms_f(rtt),
-            "exchanges": exchanges.len(),
+            "exchanges": all_exchanges,
             "exchange_ms": exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
             "round_trips": rounds,
         });

@@ -9,10 +9,13 @@
 //!
 //! An application's own schedule is not a finding: a sender that pauses again and again (a
 //! stream written in pieces, periodic uploads, a person typing) shows its cadence in the
-//! pauses themselves. With three pauses or more in a direction, only those at least four times
-//! the median pause are named (a one-off stall in a cadence); with fewer, each. A pause after
+//! pauses themselves. With two pauses or more in a direction, only those at least four times
+//! the median pause (the lower middle) are named (a one-off stall in a cadence); a single
+//! pause is named. A pause after
 //! a message smaller than one segment (a protocol's reply line, a typed line) is the end of a
-//! message, not a pause inside a transfer.
+//! message, not a pause inside a transfer; so is a pause of a second or more followed by a
+//! message under 100 bytes (the sender's next message on its own timer: sf23_3's 4-byte poll
+//! every 5 s after an upload).
 //!
 //! **Evidence.** The ACK that left nothing in flight (or the last data segment) and the data
 //! that resumed, for each pause named. Details: pauses, their lengths, bytes sent before them,
@@ -89,6 +92,11 @@ impl Detector for SenderLimited {
         if s.run_bytes < mss {
             return;
         }
+        // What comes after a second or more is a message under 100 bytes: the sender's next
+        // message on its own timer (a device's poll), not the rest of the transfer.
+        if s.gap_ns >= 1_000 * MS && s.resumed_bytes < 100 {
+            return;
+        }
         let st = cs.extra.get::<State>(s.sender);
         st.count += 1;
         if st.lengths.len() < LENGTHS {
@@ -111,8 +119,8 @@ impl Detector for SenderLimited {
                 .get(gaps.len().saturating_sub(1) / 2)
                 .copied()
                 .unwrap_or(0);
-            // Three pauses or more are a cadence: only those standing out of it count.
-            let floor_us = if st.count >= 3 {
+            // Two pauses or more are a cadence: only those standing out of it count.
+            let floor_us = if st.count >= 2 {
                 i64::from(median_us) * OUTLIER
             } else {
                 0
@@ -150,7 +158,7 @@ impl Detector for SenderLimited {
                 ms(shown.iter().map(|p| p.gap_ns).max().unwrap_or(0)),
                 if shown.len() > 1 { "the first" } else { "it came" },
                 first.run_bytes,
-                if st.count >= 3 {
+                if st.count >= 2 {
                     format!(
                         "; its {} pauses have a median of {}",
                         st.count,

@@ -4,8 +4,9 @@
 //! retransmission timeout (about RTT + 200 ms on Linux); when its next burst of queued data
 //! (a response: it ends at the peer's next data, or at the next idle gap) has more bytes than
 //! its first flight, that first flight is at most half the window the sender had reached
-//! before the gap, and the rest of the burst follows one round trip later, clocked by the
-//! ACKs, the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
+//! before the gap (since its last loss: a loss cuts the window), and the rest of the burst
+//! follows one round trip later, clocked by the ACKs, growing as slow start does (the next
+//! round trip carries 1.5 times the first flight or more), the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
 //! initial window, halved once per RTO of idle). Everything is measured in bytes and in time at
 //! the capture point, so it holds from any vantage point and with offloaded super-segments:
 //! the first flight is the bytes within half a round trip of the burst's first byte; the
@@ -30,8 +31,10 @@
 //! rest one round trip later, looks alike (the gap must follow the first flight by 0.6 to 1.5
 //! round trips, as the ACK clock does). Not counted: a burst whose first flight the
 //! receiver's window held (a window under twice the first flight), a burst after a
-//! retransmission (the window was cut by loss), bursts without a known round trip. The
-//! earlier window is taken within the receiver's window at the burst's start.
+//! retransmission (the window was cut by loss), bursts without a known round trip,
+//! connections whose handshake the capture missed (the receiver's window scale is unknown:
+//! its window cannot be ruled out). The earlier window is taken within the receiver's window
+//! at the burst's start.
 //!
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! tcp-signatures.md section 3; seed 002.
@@ -138,6 +141,8 @@ const PEER_SPOKE: u8 = 8;
 const RWND: u8 = 16;
 /// The round trip that set `window` carried 1.5 times the one before it (slow start).
 const GROWING: u8 = 32;
+/// The round trip after the first flight carried 1.5 times it (`close_bin`).
+const DOUBLED: u8 = 64;
 
 #[derive(Default)]
 pub struct SlowStartRestart {}
@@ -181,6 +186,11 @@ impl State {
         if self.bin % BINS as u32 == BINS as u32 - 1 {
             self.rtt_sum = sum;
         }
+        // A round trip after the first flight's (bins 5-8: past the first flight's bins)
+        // carrying 1.5 times the first flight: the window grew as its ACKs came back.
+        if (5..=8).contains(&self.bin) && u64::from(sum) * 2 >= u64::from(self.first_flight) * 3 {
+            self.flags |= DOUBLED;
+        }
     }
 
     /// The window the sender reached by the end of this burst (bytes): the most it sent in a
@@ -220,14 +230,16 @@ impl State {
             let w_kept = u64::from(kept).min(rwnd);
             let second = i64::from(self.second_us) * 1000;
             let dense = self.dense.max(self.dense_before);
-            // The receiver's window, not the sender's, made the first flight small.
-            let held_by_receiver = rwnd < 2 * u64::from(self.first_flight);
+            // The receiver's window, not the sender's, made the first flight small; or it is
+            // not known (no handshake: the window scale is unknown), and cannot be ruled out.
+            let held_by_receiver = !self.is(RWND) || rwnd < 2 * u64::from(self.first_flight);
             if w > 0
                 && rtt > 0
                 && bytes > u64::from(self.first_flight)
                 && u64::from(self.first_flight) * 2 <= w
                 && second * 10 >= rtt * 6
                 && second * 2 <= rtt * 3
+                && self.is(DOUBLED)
                 && !held_by_receiver
                 && dense > 0
             {
@@ -333,7 +345,11 @@ impl Detector for SlowStartRestart {
             }
         }
         if ev.retransmission {
-            cs.slow_start_restart.get(&mut cs.used, ev.from).flags |= LOSS_SEEN;
+            // A loss cuts the window (to one segment after a timeout): the window reached
+            // before it is no longer what the sender has.
+            let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
+            st.flags |= LOSS_SEEN;
+            st.window_before = 0;
             return;
         }
         if ev.seg.payload_len == 0 || !ev.new_data || ev.seg.flags.syn() {
