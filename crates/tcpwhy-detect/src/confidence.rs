@@ -1,8 +1,10 @@
 //! How sure each finding is. Every finding starts `high`; what the capture leaves uncertain
 //! about its connection lowers it, with the reason:
 //!
-//! - the capture missed packets of the connection (ACKs for data it never saw): `medium`, and
-//!   `low` for findings read from gaps and resends (a missed packet can be the gap);
+//! - the capture missed packets of the connection (ACKs for data it never saw) near the
+//!   finding (from a second before it to three seconds after it, since an ACK reveals a miss
+//!   up to a few round trips late): `medium`, and `low` for findings read from gaps and
+//!   resends (a missed packet can be the gap); a miss far from the finding says nothing of it;
 //! - the connection began before the capture (no handshake: client, server, round trip and
 //!   window scale inferred): `medium`, and `low` for findings that time turns or windows;
 //! - no complete handshake (where the capture sat is unknown, so the round trip is not split
@@ -26,6 +28,12 @@ pub const INFERRED_LOSS: &str =
 pub const DUPLICATES: &str = "some packets were captured twice (set aside as copies)";
 pub const PROBE_TIMING: &str =
     "a loss before the capture point is inferred from a silence as long as Linux's loss probe (no IPv4 IDs to count): a sender pausing that long would look the same";
+
+/// How long before a finding an ACK revealing a capture miss still concerns it (the miss
+/// happened before the ACK), and how long after it (an ACK reveals a miss a few round trips,
+/// or a retransmission timeout, late).
+const MISS_BEFORE: i64 = 1_000_000_000;
+const MISS_AFTER: i64 = 3_000_000_000;
 
 /// Findings read from gaps, resends and windows: a packet the capture missed can be what they
 /// saw.
@@ -59,10 +67,17 @@ pub fn assess(c: &Connection, f: &mut Finding) {
     if f.id == "capture-loss" {
         return;
     }
-    let conf = &mut f.confidence;
+    let near = |span: Option<(i64, i64)>| {
+        span.is_some_and(|(first, last)| {
+            first <= f.end_ns.saturating_add(MISS_AFTER)
+                && last >= f.start_ns.saturating_sub(MISS_BEFORE)
+        })
+    };
     let missed = (c.client.unseen_acked_bytes() + c.server.unseen_acked_bytes()) > 0
+        && (near(c.client.unseen_acked_span()) || near(c.server.unseen_acked_span()))
         && !c.client.ip_fragments()
         && !c.server.ip_fragments();
+    let conf = &mut f.confidence;
     if missed {
         let level = if FROM_GAPS.contains(&f.id) {
             Level::Low

@@ -352,6 +352,37 @@ fn server_delay_counts_server_time_beyond_the_round_trip() {
 }
 
 #[test]
+fn a_capture_miss_lowers_confidence_only_near_the_finding() {
+    // The capture misses the client's second segment (1101..1201): the server's answer at
+    // 30 ms acknowledges it. A slow answer (290 ms of server time) comes later, at `t`.
+    let lines = |t: i64| -> Vec<Line> {
+        with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (30, S, ACK | PSH, 5001, 1201, 100, 1000, &[]),
+            (40, C, ACK, 1201, 5101, 0, 1000, &[]),
+            (t, C, ACK | PSH, 1201, 5101, 100, 1000, &[]),
+            (t + 10, S, ACK, 5101, 1301, 0, 1000, &[]),
+            (t + 300, S, ACK | PSH, 5101, 1301, 500, 1000, &[]),
+            (t + 310, C, ACK, 1301, 5601, 0, 1000, &[]),
+        ])
+    };
+    let server_delay = |f: &[Finding]| {
+        f.iter()
+            .find(|x| x.id == "server-delay")
+            .cloned()
+            .unwrap_or_else(|| panic!("{f:?}"))
+    };
+    // 500 ms after the miss: the missed segment could be part of what was timed.
+    let near = server_delay(&run(&lines(500)));
+    assert_eq!(near.confidence.level, Level::Medium, "{near:?}");
+    assert_eq!(near.confidence.reasons, [confidence::CAPTURE_LOSS]);
+    // 20 s after it: the miss says nothing about this answer.
+    let far = server_delay(&run(&lines(20_000)));
+    assert_eq!(far.cost_ns, 290 * MS); // 300 ms less the 10 ms round trip
+    assert_eq!(far.confidence.level, Level::High, "{far:?}");
+}
+
+#[test]
 fn path_latency_on_long_round_trips_only() {
     // 80 ms RTT: handshake, then two exchanges of one round trip each.
     let lines = |rtt: i64| -> Vec<Line> {

@@ -329,6 +329,8 @@ struct Unusual {
     /// The payload of those duplicates.
     duplicate_payload_bytes: u64,
     unseen_acked_bytes: u64,
+    /// When the peer's ACKs first and last showed bytes the capture missed.
+    unseen_seen_ns: Option<(i64, i64)>,
     ip_fragments: bool,
     sack_blocks: u32,
     zero_windows: u32,
@@ -338,6 +340,12 @@ struct Unusual {
 }
 
 impl Unusual {
+    /// An ACK at `ts_ns` showed bytes the capture missed.
+    fn saw_unseen(&mut self, ts_ns: i64) {
+        let first = self.unseen_seen_ns.map_or(ts_ns, |s| s.0);
+        self.unseen_seen_ns = Some((first, ts_ns));
+    }
+
     /// Nothing unusual yet (what a side without the box reads).
     const NONE: Unusual = Unusual {
         syn_retransmits: 0,
@@ -348,6 +356,7 @@ impl Unusual {
         duplicates: 0,
         duplicate_payload_bytes: 0,
         unseen_acked_bytes: 0,
+        unseen_seen_ns: None,
         ip_fragments: false,
         sack_blocks: 0,
         zero_windows: 0,
@@ -608,6 +617,11 @@ impl Endpoint {
     /// Bytes this side's peer acknowledged that the capture never saw this side send.
     pub fn unseen_acked_bytes(&self) -> u64 {
         self.usual().unseen_acked_bytes
+    }
+    /// When the peer's ACKs first and last showed bytes of this side that the capture missed
+    /// (times of those ACKs), if they ever did.
+    pub fn unseen_acked_span(&self) -> Option<(i64, i64)> {
+        self.usual().unseen_seen_ns
     }
     /// This side sent first IP fragments (their payload counts that fragment only, so the
     /// peer acknowledges more than was seen).
@@ -880,7 +894,11 @@ impl Endpoint {
     /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn).
     pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, ts_ns: i64) {
         if let Some(u) = &mut self.unusual {
-            u.unseen_acked_bytes += u.holes.acked(ack);
+            let missed = u.holes.acked(ack);
+            if missed > 0 {
+                u.unseen_acked_bytes += missed;
+                u.saw_unseen(ts_ns);
+            }
         }
         if let Some(next) = self.next_seq() {
             if ack > next {
@@ -888,6 +906,7 @@ impl Endpoint {
                 // or will see it after this ACK (a hole that a late segment may still fill).
                 let u = self.unusual();
                 u.unseen_acked_bytes += u64::from(ack.diff(next) as u32);
+                u.saw_unseen(ts_ns);
                 u.holes.add(next, ack, true, ts_ns);
                 self.set_next_seq(ack);
             }
