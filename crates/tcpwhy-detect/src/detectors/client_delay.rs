@@ -15,13 +15,15 @@
 //! the handshake (a person typing the first line of a chat, a device's first status message:
 //! nobody was waiting on the client).
 //!
-//! **Known false positives.** Connection pools open connections ahead of use; their first
-//! request is naturally later (the wait then costs nothing to the user).
+//! **Known false positives.** Connection pools and browsers (pre-connect) open connections
+//! ahead of use; their first request is naturally later and the wait costs nothing to the
+//! user. A wait of a second or more is that more often than not (a real client stalls for
+//! tens or hundreds of milliseconds): its confidence is low.
 //!
 //! **References.** tcp-signatures.md section 7.
 
 use super::{rtt_ns, ConnState, MS, WHOLE};
-use crate::finding::{ms, ms_f};
+use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -33,6 +35,10 @@ pub static INFO: Info = Info {
 };
 
 const MIN_DELAY: i64 = 50 * MS;
+
+/// A wait this long after the handshake is most often a connection opened ahead of use.
+const AHEAD_OF_USE: i64 = 1_000 * MS;
+const OPENED_AHEAD: &str = "a wait of a second or more is most often a connection opened ahead of use (a browser's pre-connect, a pool): nobody may have waited";
 
 /// Nothing: whether the first data segment after the handshake has been looked at is the
 /// state's "looked at" bit (`Lazy::looked`).
@@ -103,6 +109,9 @@ impl Detector for ClientDelay {
         );
         f.fix = "the time is in the client application between connect() and its first write: profile it (or, for a connection pool, it is idle time, not latency)".into();
         f.details = json!({"wait_ms": ms_f(f.cost_ns)});
+        if f.cost_ns >= AHEAD_OF_USE {
+            f.confidence.lower(Level::Low, OPENED_AHEAD);
+        }
         out.push(f);
     }
 }
