@@ -1209,6 +1209,44 @@ fn a_reset_with_a_request_open_is_named_and_an_idle_one_is_not() {
 }
 
 #[test]
+fn a_reset_after_unanswered_resends_counts_only_the_time_they_do_not() {
+    // The server answers a request (20 ms) with 1000 bytes at 30 ms; the client never
+    // answers again. The server resends them after timeouts at 230, 630, 1430 and 3030 ms
+    // (backing off) and resets at 5000 ms. The reset ends 4980 ms of work on the request;
+    // the resends' waits (the rto-retransmission finding, from 30 to 3030 ms) are counted
+    // there, so the reset adds only the rest, and says the server gave up on a silent peer.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (30, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]),
+        (230, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]),
+        (630, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]),
+        (1430, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]),
+        (3030, S, ACK | PSH, 5001, 1101, 1000, 1000, &[]),
+        (5000, S, RST | ACK, 6001, 1101, 0, 0, &[]),
+    ]));
+    assert_eq!(ids(&f), ["connection-reset", "rto-retransmission"], "{f:?}");
+    let rto = &f[1];
+    assert_eq!(rto.details["receiver_silent"], true);
+    assert_eq!(rto.start_ns, 30 * MS);
+    assert_eq!(rto.end_ns, 3030 * MS, "the finding runs to the last resend");
+    let reset = &f[0];
+    // Four waits, 200 + 400 + 800 + 1600 ms: all inside the reset's span.
+    assert_eq!(rto.cost_ns, 3000 * MS);
+    let counted = 3000 * MS;
+    assert_eq!(
+        reset.details["counted_as_retransmission_ms"],
+        serde_json::json!(counted as f64 / 1e6)
+    );
+    assert_eq!(reset.cost_ns, 4980 * MS - counted);
+    assert_eq!(reset.details["gave_up_on_silent_peer"], true);
+    assert!(reset
+        .explanation
+        .contains("giving up after its resends went unanswered"));
+    assert!(reset.fix.contains("the reset is the consequence"));
+}
+
+#[test]
 fn a_client_dropping_its_own_request_at_once_meant_to() {
     // The lab's stale-syn-lost-rst shape: 4 bytes sent, acknowledged, the client resets 5 ms
     // later (SO_LINGER {1, 0}): deliberate. The same reset 3 s later: it gave up waiting.

@@ -18,7 +18,9 @@
 //! after the connection began and after its last data, how many resets.
 //!
 //! **Cost.** From the open request's first byte (or, with only data in flight, the last data
-//! before the reset) to the reset: time spent on work that never completed.
+//! before the reset) to the reset: time spent on work that never completed, less the time in
+//! it that retransmission findings on the connection already count (a sender that resets
+//! after its resends went unanswered for a minute has lost that minute once, not twice).
 //!
 //! **Known false positives.** An application that aborts on purpose (SO_LINGER {1, 0} to
 //! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
@@ -54,6 +56,9 @@ pub(crate) struct Reset {
 
 #[derive(Default)]
 pub struct ConnectionReset {}
+
+/// The findings whose cost is retransmission time.
+const RETRANSMISSIONS: [&str; 2] = ["rto-retransmission", "fast-retransmit"];
 
 /// A client that resets its own acknowledged request after this long gave up waiting for the
 /// answer (client timeouts are seconds); sooner, it meant to abort.
@@ -148,7 +153,23 @@ impl Detector for ConnectionReset {
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = start.ts_ns.min(r.rst.ts_ns);
         f.end_ns = r.last_rst.ts_ns;
-        f.cost_ns = (r.rst.ts_ns - f.start_ns).max(0);
+        let span = (r.rst.ts_ns - f.start_ns).max(0);
+        // The retransmission findings of this connection (pushed before this one): the time
+        // they count inside the span, and whether the resetter's resends met a silent peer.
+        let mut counted = 0i64;
+        let mut gave_up = false;
+        for g in out
+            .iter()
+            .filter(|g| g.connection == f.connection && RETRANSMISSIONS.contains(&g.id))
+        {
+            let overlap = (g.end_ns.min(r.rst.ts_ns) - g.start_ns.max(f.start_ns)).max(0);
+            counted += overlap.min(g.cost_ns);
+            gave_up |= g.id == "rto-retransmission"
+                && g.details["sender"] == r.by.name()
+                && g.details["receiver_silent"] == true;
+        }
+        let counted = counted.min(span);
+        f.cost_ns = span - counted;
         f.frames = [r.request.map(|q| q.0), Some(r.rst), Some(r.last_rst)]
             .into_iter()
             .flatten()
@@ -168,8 +189,18 @@ impl Detector for ConnectionReset {
             (Some((_, true)), _) => format!("a response being sent, {flight}"),
             (None, _) => flight,
         };
+        let spent = if counted > 0 {
+            format!(
+                "{} spent on it, {} of which retransmission findings count: {} more",
+                ms(span),
+                ms(counted),
+                ms(f.cost_ns)
+            )
+        } else {
+            format!("{} spent on it", ms(span))
+        };
         f.explanation = format!(
-            "{} reset the connection {} after it began, with {what}{}; the work in progress never completed ({} spent on it).",
+            "{} reset the connection {} after it began, with {what}{}{}; the work in progress never completed ({spent}).",
             side_name(c, r.by),
             ms(r.rst.ts_ns - c.first.ts_ns),
             if r.resets > 1 {
@@ -177,13 +208,29 @@ impl Detector for ConnectionReset {
             } else {
                 String::new()
             },
-            ms(f.cost_ns)
+            if gave_up {
+                format!(
+                    ", giving up after its resends went unanswered by {}",
+                    side_name(c, r.by.other())
+                )
+            } else {
+                String::new()
+            },
         );
-        f.fix = format!(
-            "find why the {} aborted: its application closing with unread data or SO_LINGER {{1,0}}, a crash or restart, an idle or connection-tracking timeout in a firewall or load balancer on the path (which resets on the hosts' behalf), or a protocol error it rejected",
-            r.by.name()
-        )
-        .into();
+        f.fix = if gave_up {
+            format!(
+                "the {} gave up on a peer that stopped answering (see its rto-retransmission finding): find why the {} went silent (hung, restarted, gone, or its packets lost on the path); the reset is the consequence",
+                r.by.name(),
+                r.by.other().name()
+            )
+            .into()
+        } else {
+            format!(
+                "find why the {} aborted: its application closing with unread data or SO_LINGER {{1,0}}, a crash or restart, an idle or connection-tracking timeout in a firewall or load balancer on the path (which resets on the hosts' behalf), or a protocol error it rejected",
+                r.by.name()
+            )
+            .into()
+        };
         f.details = json!({
             "reset_by": r.by.name(),
             "resets": r.resets,
@@ -192,6 +239,9 @@ impl Detector for ConnectionReset {
             "client_bytes_in_flight": r.in_flight[0],
             "server_bytes_in_flight": r.in_flight[1],
             "after_ms": ms_f(r.rst.ts_ns - c.first.ts_ns),
+            "outstanding_ms": ms_f(span),
+            "counted_as_retransmission_ms": ms_f(counted),
+            "gave_up_on_silent_peer": gave_up,
         });
         out.push(f);
     }

@@ -33,6 +33,8 @@ pub(super) struct FastRetransmits {
     seen: Vec<Retx>,
     count: u32,
     total_ns: i64,
+    /// The last resend's time (the evidence keeps the first `KEEP`).
+    last_ns: i64,
 }
 
 impl FastRetransmits {
@@ -40,6 +42,7 @@ impl FastRetransmits {
     pub fn add(&mut self, r: Retx, added_ns: i64) {
         self.count += 1;
         self.total_ns += added_ns;
+        self.last_ns = r.at.ts_ns;
         if self.seen.len() < KEEP {
             self.seen.push(r);
         }
@@ -53,7 +56,7 @@ impl FastRetransmits {
             self.total_ns,
             evidence(&self.seen),
             self.seen.first().map(|r| r.from_ns),
-            self.seen.last().map(|r| r.at.ts_ns),
+            (self.count > 0).then_some(self.last_ns),
         )
     }
 
@@ -63,7 +66,7 @@ impl FastRetransmits {
         };
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = first.from_ns;
-        f.end_ns = self.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
+        f.end_ns = self.last_ns.max(first.at.ts_ns);
         f.cost_ns = self.total_ns;
         f.frames = evidence(&self.seen);
         f.explanation = format!(

@@ -73,7 +73,7 @@ impl Timeouts {
             self.total_ns,
             evidence(&self.seen),
             self.seen.first().map(|r| r.from_ns),
-            self.seen.last().map(|r| r.at.ts_ns),
+            (self.count > 0).then_some(self.last_ns),
         )
     }
 
@@ -88,7 +88,7 @@ impl Timeouts {
             .collect();
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = first.from_ns;
-        f.end_ns = st.seen.last().map_or(first.at.ts_ns, |r| r.at.ts_ns);
+        f.end_ns = st.last_ns.max(first.at.ts_ns);
         f.cost_ns = st.total_ns;
         f.frames = evidence(&st.seen);
         f.explanation = format!(
