@@ -609,8 +609,9 @@ impl Endpoint {
     pub fn keepalives(&self) -> u32 {
         self.usual().keepalives
     }
-    /// The same packet captured again within 1 ms (a capture on both ends of a veth, on `any`,
-    /// on a bridge and its port): counted as a packet, not as a retransmission.
+    /// The same packet captured again within 25 ms, with the same IPv4 ID or timestamps (a
+    /// capture on both ends of a veth, on `any`, on a bridge and its port, a copy forwarded
+    /// one hop later): counted as a packet, not as a retransmission.
     pub fn duplicates(&self) -> u32 {
         self.usual().duplicates
     }

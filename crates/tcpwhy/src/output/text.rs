@@ -796,7 +796,7 @@ impl Printer for TextPrinter {
             if self.duplicates > 0 {
                 writeln!(
                     o,
-                    "{} packets were captured twice (identical within 1 ms: both ends of a veth, `any`?); not counted as retransmissions",
+                    "{} packets were captured twice (identical within 25 ms: both ends of a veth, `any`, a copy one hop later?); not counted as retransmissions",
                     self.duplicates
                 )?;
             }
