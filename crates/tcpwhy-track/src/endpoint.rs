@@ -892,8 +892,10 @@ impl Endpoint {
     /// The peer acknowledged up to `ack` (echoing `tsecr` if it uses timestamps): close holes
     /// it covers (the capture missed those bytes) and take one RTT sample when the ACK advances
     /// over data being timed. A timestamp echo of the pending TSval gives an unambiguous sample
-    /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn).
-    pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, ts_ns: i64) {
+    /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn), and an
+    /// ACK reporting a duplicate (`dsack`, RFC 2883) says the data was sent twice, once
+    /// unseen by the capture: no sample then either.
+    pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, dsack: bool, ts_ns: i64) {
         if let Some(u) = &mut self.unusual {
             let missed = u.holes.acked(ack);
             if missed > 0 {
@@ -923,6 +925,7 @@ impl Endpoint {
         match (tsecr, pending) {
             (Some(echo), Some((v, t_v))) if echo == v => self.ack_rtt.add(ts_ns - t_v),
             (Some(_), Some(_)) => {}
+            _ if dsack => {}
             _ => self.ack_rtt.add(ts_ns - t0),
         }
     }
@@ -987,7 +990,7 @@ mod tests {
         let at = |n: u64| At::new(n, n as i64 * 1000);
         e.on_send(&seg(TcpFlags::SYN, 100, 0), at(1), 54, None);
         e.on_send(&seg(TcpFlags::ACK, 101, 500), at(2), 554, Some(Seq(0)));
-        e.on_acked(Seq(601), None, 3000);
+        e.on_acked(Seq(601), None, false, 3000);
         e.on_send(&seg(TcpFlags::ACK, 601, 500), at(4), 554, Some(Seq(0)));
         e.on_send(
             &seg(TcpFlags::ACK | TcpFlags::FIN, 1101, 0),
@@ -995,7 +998,7 @@ mod tests {
             54,
             Some(Seq(0)),
         );
-        e.on_acked(Seq(1102), None, 6000);
+        e.on_acked(Seq(1102), None, false, 6000);
         assert!(e.unusual.is_none());
         assert_eq!(e.rst(), None);
         assert_eq!(

@@ -1018,7 +1018,9 @@ impl Tracker {
         if ack_valid && me.max_ack().is_none_or(|m| seg.ack > m) {
             me.set_max_ack(seg.ack);
             let tsecr = seg.options.timestamp.map(|t| t.1);
-            peer.on_acked(seg.ack, tsecr, at.ts_ns);
+            // A first SACK block at or below the cumulative ACK reports a duplicate (D-SACK).
+            let dsack = seg.options.sack_count > 0 && seg.options.sack_first.1 <= seg.ack;
+            peer.on_acked(seg.ack, tsecr, dsack, at.ts_ns);
         }
         // Window scaling applies only when both SYNs carried the option, never to SYNs.
         if !flags.syn() && !flags.rst() {

@@ -174,6 +174,32 @@ fn retransmission_is_counted_and_not_timed() {
 }
 
 #[test]
+fn an_ack_reporting_a_duplicate_gives_no_round_trip_sample() {
+    // The request (1001..1101) was sent twice, the first time before the capture saw it: the
+    // server's ACK 3 s later carries a D-SACK block for it (RFC 2883: a first block at or
+    // below the cumulative ACK). The 3 s from the captured copy are not a round trip.
+    let dsack = TcpOptions {
+        sack_count: 1,
+        sack_first: (Seq(1001), Seq(1101)),
+        ..TcpOptions::default()
+    };
+    let mut r = Run::new();
+    r.handshake(0, 20, 1000, 5000);
+    r.seg(21, C, ACK | PSH, 1001, 5001, 100);
+    r.seg_opts(3021, S, ACK, 5001, 1101, 0, dsack);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.ack_rtt.count(), 0);
+    // The same ACK without the block: one sample of 3 s.
+    let mut r = Run::new();
+    r.handshake(0, 20, 1000, 5000);
+    r.seg(21, C, ACK | PSH, 1001, 5001, 100);
+    r.seg(3021, S, ACK, 5001, 1101, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.ack_rtt.count(), 1);
+    assert_eq!(c.client.ack_rtt.min_ns, 3000 * MS);
+}
+
+#[test]
 fn sequence_numbers_wrap() {
     let mut r = Run::new();
     let isn = 0xFFFF_F000u32;

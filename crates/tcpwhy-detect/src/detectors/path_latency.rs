@@ -165,7 +165,12 @@ impl Detector for PathLatency {
             .extra
             .peek::<Later>(WHOLE)
             .map_or((0, 0), |l| (l.1.count, l.1.sum_ns));
-        let median_rounds = ((median + rtt / 4) / rtt).max(1);
+        // The listed exchanges' median in round trips as counted (a long path's transfers
+        // count one each).
+        let mut sorted_rounds = rounds.clone();
+        sorted_rounds.sort_unstable();
+        let rounds_median = sorted_rounds[(sorted_rounds.len() - 1) / 2];
+        let median_rounds = rounds_median.max(1);
         let rest_cost = rest.1.min(i64::from(rest.0) * median_rounds * rtt);
         let cost = hs
             + rest_cost
@@ -188,30 +193,26 @@ impl Detector for PathLatency {
             .collect();
         f.frames.sort_unstable();
         f.frames.dedup();
-        let rounds_median = (median + rtt / 4) / rtt;
-        let trips = if rounds_median == 1 {
-            "round trip"
-        } else {
-            "round trips"
+        let trips = match rounds_median {
+            0 => "less than a round trip at the capture point".to_string(),
+            1 if long_path && (median + rtt / 4) / rtt > 3 => {
+                "a transfer, counted as one round trip".to_string()
+            }
+            1 => "about 1 round trip".to_string(),
+            n => format!("about {n} round trips"),
         };
         let took = match (exchanges.len(), all_exchanges) {
-            (1, _) => format!(
-                "its one exchange took {} (about {rounds_median} {trips})",
-                ms(median)
-            ),
+            (1, _) => format!("its one exchange took {} ({trips})", ms(median)),
             (KEEP, n) if n > KEEP => format!(
-                "{n} exchanges, the first {KEEP} of them took {} each (median, about {rounds_median} {trips})",
+                "{n} exchanges, the first {KEEP} of them took {} each (median, {trips})",
                 ms(median)
             ),
-            (n, _) => format!(
-                "{n} exchanges took {} each (median, about {rounds_median} {trips})",
-                ms(median)
-            ),
+            (n, _) => format!("{n} exchanges took {} each (median, {trips})", ms(median)),
         };
         f.explanation = format!(
             "The round trip between client and server is {}; {took}: {} of the connection's time is the path itself.",
             ms(rtt),
-            ms(cost)
+            ms(f.cost_ns)
         );
         f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
         f.details = json!({
