@@ -466,6 +466,10 @@ fn path_latency_keeps_the_first_64_exchanges() {
     let cut = run(&lines_for(64));
     assert_eq!(cut[0].details["exchanges"], 64);
     assert_eq!(f[0].cost_ns - cut[0].cost_ns, 6 * 80 * MS);
+    assert_eq!(f[0].details["unlisted_exchanges"], 6);
+    // 144 + 145 + ... + 149 ms, priced 6 x 80 ms.
+    assert_eq!(f[0].details["unlisted_ms"], 879.0);
+    assert_eq!(f[0].details["unlisted_cost_ms"], 480.0);
 }
 
 #[test]

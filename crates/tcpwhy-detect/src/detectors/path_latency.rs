@@ -14,7 +14,8 @@
 //!
 //! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
 //! the latency), plus the handshake. The first 64 exchanges are listed; those after them
-//! count their latencies, at most the median listed exchange's round trips each.
+//! count their latencies, at most the median listed exchange's round trips each
+//! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
 //!
 //! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
 //! latency; its cure is on the path, not in the end hosts.
@@ -220,6 +221,9 @@ impl Detector for PathLatency {
             "exchanges": all_exchanges,
             "exchange_ms": exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
             "round_trips": rounds,
+            "unlisted_exchanges": rest.0,
+            "unlisted_ms": ms_f(rest.1),
+            "unlisted_cost_ms": ms_f(rest_cost),
         });
         out.push(f);
     }

@@ -111,7 +111,7 @@ impl Timeouts {
         let silent = st.before_last_ns > c.endpoint(side.other()).last_ts;
         f.fix = if silent {
             format!(
-                "the receiver ({}) sent nothing through the last resends ({} silent to the end of the capture): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
+                "the receiver ({}) sent nothing through the last resends ({} silent to the connection's end): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
                 c.endpoint(side.other()).addr,
                 ms(c.last.ts_ns - c.endpoint(side.other()).last_ts)
             )

@@ -85,20 +85,29 @@ impl Detector for SynRefused {
         }
         f.explanation = if st.refusals > 1 {
             format!(
-                "The server {} refused the connection with a reset {} times; the client tried for {} from its first SYN to the last reset.",
-                side_name(c, Side::Server),
+                "{} refused the connection with a reset {} times; the client tried for {} from its first SYN to the last reset.",
+                capitalized(side_name(c, Side::Server)),
                 st.refusals,
                 ms(f.cost_ns)
             )
         } else {
             format!(
-                "The server {} refused the connection with a reset {} after the SYN.",
-                side_name(c, Side::Server),
+                "{} refused the connection with a reset {} after the SYN.",
+                capitalized(side_name(c, Side::Server)),
                 ms(f.cost_ns)
             )
         };
         f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
         f.details = json!({"refusals": st.refusals});
         out.push(f);
+    }
+}
+
+/// `s` with its first letter upper case.
+fn capitalized(s: String) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => s,
     }
 }
