@@ -183,3 +183,88 @@ fn every_real_world_capture_meets_its_hand_checked_expectations() {
         unmet.join("\n")
     );
 }
+
+/// (file, finding id, records, cost range in ms, reason).
+type Reviewed = (&'static str, &'static str, usize, (f64, f64), &'static str);
+
+/// Our own hand reviews of the corpus (two, 2026-11-25, tshark on the frames named): costs and
+/// causes that `expect.json` does not pin, so that what they found fixed stays fixed. Each:
+/// file, finding id, how many records, each record's cost in ms (inclusive range), and why.
+const REVIEWED: &[Reviewed] = &[
+    (
+        "cs1e_email-troubles.pcap",
+        "fast-retransmit",
+        1,
+        (110.0, 130.0),
+        "frame 299 alone, after 13 SACK duplicate ACKs (272-298): 119.8 ms; 304-330 are the \
+         go-back-N sweep after the timeout, not fast retransmits",
+    ),
+    (
+        "cs1e_email-troubles.pcap",
+        "rto-retransmission",
+        1,
+        (900.0, 1050.0),
+        "the server's timeout 302, 528.7 ms after the partial ACK 301, and its recovery: with \
+         the fast retransmit, the 1.09 s episode 272 -> 329; the client's 60 s POP3 polls \
+         (121, 236) are not resends (an ICMP reply, 232, fills the IP ID 'gap')",
+    ),
+    (
+        "zeek_ftp_cwd-navigation.pcap",
+        "path-latency",
+        1,
+        (300_000.0, 312_000.0),
+        "3444 lockstep FTP exchanges of one 88.5 ms round trip each (304.7-308.2 s by hand)",
+    ),
+    (
+        "zeek_http_206_example_b.pcap",
+        "connection-reset",
+        1,
+        (14_000.0, 17_000.0),
+        "the server resets (1302) 81 s after the request, 65.5 s of which its unanswered \
+         resends (rto-retransmission) already count: the last back-off, 15.5 s",
+    ),
+    (
+        "zeek_echo-connections.pcap.gz",
+        "accept-queue-full",
+        22,
+        (200.0, 215.0),
+        "on loopback the server sends nothing between the handshake and the client's resend \
+         202-208 ms later, never resends its SYN-ACK, while 158 SYNs of the same listener \
+         go unanswered",
+    ),
+    (
+        "sv_bug-4376_syn_retransmit_with_ts.pcap",
+        "fast-retransmit",
+        1,
+        (0.0, 5.0),
+        "the 1 s silence before 239 and 241-246 is the timeout's (rto-retransmission), \
+         counted there once",
+    ),
+];
+
+#[test]
+fn reviewed_costs_on_the_real_world_corpus_stay_as_checked_by_hand() {
+    let dir = corpus_dir();
+    if !dir.join("expect.json").exists() {
+        eprintln!("SKIPPED: no real-world corpus at {}", dir.display());
+        return;
+    }
+    let mut wrong = Vec::new();
+    for &(file, id, count, (lo, hi), why) in REVIEWED {
+        let path = dir.join(file);
+        let out = tcpwhy(&["analyze", "--format", "json", &path.to_string_lossy()]);
+        let found: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("every line is JSON"))
+            .filter(|r| r["type"] == "finding" && r["id"] == id)
+            .collect();
+        let costs: Vec<f64> = found.iter().filter_map(|f| f["cost_ms"].as_f64()).collect();
+        if found.len() != count || costs.iter().any(|c| !(lo..=hi).contains(c)) {
+            wrong.push(format!(
+                "{file}: {id} x{} costs {costs:?} ms (want {count} in {lo}..={hi}): {why}",
+                found.len()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
