@@ -30,6 +30,10 @@ pub trait Sink {
     /// The tracker is at this moment: whatever it reports next, until the next call, happens
     /// then. Moments only go forward; see [`Moment`].
     fn moment(&mut self, _m: Moment) {}
+    /// The capture ended at `ts_ns`, the latest capture time the tracker saw (with sharded
+    /// trackers, each told where the capture is: the same for all): the connections still
+    /// tracked are finished next, at moments of phase 2.
+    fn capture_end(&mut self, _ts_ns: i64) {}
 }
 
 /// When the tracker reports something, as a key that orders every report of a run the same
@@ -1476,6 +1480,9 @@ impl Tracker {
     /// Lets a caller hand on the end's records in bounded pieces (with a million connections
     /// open, all their records at once cost as much memory again as the connections).
     pub fn finish_some(&mut self, limit: usize, sink: &mut dyn Sink) -> bool {
+        if self.ending.is_none() {
+            sink.capture_end(self.now);
+        }
         let (live, pos) = self.ending.get_or_insert_with(|| {
             let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id(), c.slot)).collect();
             live.extend(self.embryos.iter().map(|(h, e)| (e.id(), h)));
