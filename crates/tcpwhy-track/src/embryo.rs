@@ -205,9 +205,13 @@ impl Embryo {
 }
 
 /// Embryos in fixed chunks, by handle (`COMPACT` | index); freed places are used again.
+/// Each one's tuple hash is kept beside them, densely, in chunks of their own: the tracker's
+/// index rehashes every entry when it grows (computed from each embryo's addresses, that was
+/// 8% of a flood's run).
 #[derive(Default)]
 pub(crate) struct Embryos {
     chunks: Vec<Box<[Option<Embryo>]>>,
+    hashes: Vec<Box<[u64]>>,
     len: usize,
     free: Vec<u32>,
 }
@@ -227,13 +231,14 @@ impl Embryos {
         self.chunks.get_mut(i / CHUNK)?[i % CHUNK].as_mut()
     }
 
-    /// Store `e`; its handle.
-    pub fn put(&mut self, e: Embryo) -> u32 {
+    /// Store `e`, whose tuple hashes to `hash`; its handle.
+    pub fn put(&mut self, e: Embryo, hash: u64) -> u32 {
         let i = match self.free.pop() {
             Some(i) => i as usize,
             None => {
                 if self.len == self.chunks.len() * CHUNK {
                     self.chunks.push((0..CHUNK).map(|_| None).collect());
+                    self.hashes.push(vec![0; CHUNK].into_boxed_slice());
                 }
                 self.len += 1;
                 self.len - 1
@@ -242,7 +247,17 @@ impl Embryos {
         if let Some(place) = self.chunks.get_mut(i / CHUNK).map(|c| &mut c[i % CHUNK]) {
             *place = Some(e);
         }
+        if let Some(h) = self.hashes.get_mut(i / CHUNK).map(|c| &mut c[i % CHUNK]) {
+            *h = hash;
+        }
         i as u32 | COMPACT
+    }
+
+    /// The tuple hash of embryo `h` (0 if there is none).
+    #[inline]
+    pub fn hash(&self, h: u32) -> u64 {
+        let i = (h & !COMPACT) as usize;
+        self.hashes.get(i / CHUNK).map_or(0, |c| c[i % CHUNK])
     }
 
     /// Take the embryo out (its place is free again).

@@ -770,7 +770,7 @@ impl Tracker {
                         return;
                     }
                 }
-                let Some(slot) = self.promote(h, hash, sink) else {
+                let Some(slot) = self.promote(h, hash, true, sink) else {
                     return;
                 };
                 self.on_tuple(slot, hash, seg, at, sink)
@@ -857,13 +857,16 @@ impl Tracker {
         let first = at
             .ts_ns
             .saturating_add(self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns));
-        let h = self.embryos.put(Embryo {
-            client,
-            server,
-            armed: first,
-            syn,
-            again: Box::default(),
-        });
+        let h = self.embryos.put(
+            Embryo {
+                client,
+                server,
+                armed: first,
+                syn,
+                again: Box::default(),
+            },
+            hash,
+        );
         let (hashes, embryos) = (&self.hashes, &self.embryos);
         self.index
             .insert_unique(hash, h, |&s| handle_hash(hashes, embryos, s));
@@ -885,8 +888,9 @@ impl Tracker {
     /// Make the compact connection `h` (its tuple's hash `hash`) a full one: a slot, and its
     /// SYNs replayed through `update` and the sink as they came, so that the connection and
     /// every detector's state are what they would be had it been full from its first SYN.
-    /// Its timer carries over. None if `h` holds no embryo.
-    fn promote(&mut self, h: u32, hash: u64, sink: &mut dyn Sink) -> Option<u32> {
+    /// Its timer carries over if `keep_timer` (not when it is made full to be finished: its
+    /// timer entry is then left stale). None if `h` holds no embryo.
+    fn promote(&mut self, h: u32, hash: u64, keep_timer: bool, sink: &mut dyn Sink) -> Option<u32> {
         let e = self.embryos.take(h)?;
         let (id, armed) = (e.id(), e.armed);
         let mut conn = Connection::new(e.client, e.server, RoleSource::Syn, e.syn.at);
@@ -905,7 +909,9 @@ impl Tracker {
             self.account(slot, &seg, at, frame_len, sink);
         }
         self.armed[slot as usize] = armed;
-        self.carry_timer(armed, id, h, slot);
+        if keep_timer {
+            self.carry_timer(armed, id, h, slot);
+        }
         Some(slot)
     }
 
@@ -1428,14 +1434,10 @@ impl Tracker {
     fn finish(&mut self, slot: u32, reason: EndReason, sink: &mut dyn Sink) {
         // A compact connection is finished as the full one its SYNs make.
         let slot = if slot & COMPACT != 0 {
-            let Some(hash) = self
-                .embryos
-                .get(slot)
-                .map(|e| tuple_hash(e.client, e.server))
-            else {
+            let Some(hash) = self.embryos.get(slot).map(|_| self.embryos.hash(slot)) else {
                 return;
             };
-            match self.promote(slot, hash, sink) {
+            match self.promote(slot, hash, false, sink) {
                 Some(s) => s,
                 None => return,
             }
@@ -1524,7 +1526,7 @@ fn holds(slots: &Slots, embryos: &Embryos, h: u32, seg: &TcpSegment) -> bool {
 /// The tuple hash of the connection `h` names (for the index's rehashing).
 fn handle_hash(hashes: &[u64], embryos: &Embryos, h: u32) -> u64 {
     if h & COMPACT != 0 {
-        embryos.get(h).map_or(0, |e| tuple_hash(e.client, e.server))
+        embryos.hash(h)
     } else {
         hashes.get(h as usize).copied().unwrap_or(0)
     }
