@@ -7,7 +7,7 @@
 //!
 //!     cargo run --release --example synth -- CONNECTIONS OPEN OUT.pcap [spread|idle]
 //!
-//! Two shapes of connection (the packets of all of them still 10 us apart):
+//! Three shapes (the packets of the first two 10 us apart):
 //! - `spread` (the default): each connection's 10 packets evenly spaced over its life, so
 //!   every packet finds its connection's state cold. The packets are OPEN x 10 us apart: with
 //!   OPEN above about 200 000 that is more than the 2 s a closed connection waits for late
@@ -16,6 +16,11 @@
 //!   open and idle, then FIN, FIN, ACK 100 us apart: a pool of persistent connections (how a
 //!   host holds a million connections open). Nothing is split, and round trips stay at
 //!   100-200 us, so the memory per open connection is the connections' and not their delays'.
+//! - `syn`: a flood of spoofed SYNs, never answered: CONNECTIONS SYNs 10 us apart to
+//!   10.255.0.1:80, each from its own made-up address and port (distinct 4-tuples), with its
+//!   own ISN and IPv4 ID. Here the second number is how many times each SYN is sent, 1 s apart
+//!   (its IP ID one higher each time), as a client that retries would: 1 for a spoofed flood,
+//!   3 for the retry ladder's first rungs.
 
 use std::io::{self, BufWriter, Write};
 
@@ -44,6 +49,8 @@ struct Pkt {
     ack: u32,
     flags: u8,
     len: u16,
+    /// IPv4 ID (0 in the connection shapes).
+    ip_id: u16,
 }
 
 fn write_pkt(w: &mut impl Write, ts_us: u64, p: &Pkt) -> io::Result<()> {
@@ -54,6 +61,7 @@ fn write_pkt(w: &mut impl Write, ts_us: u64, p: &Pkt) -> io::Result<()> {
     let ip_len = 20 + 20 + p.len;
     f[14] = 0x45;
     f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[18..20].copy_from_slice(&p.ip_id.to_be_bytes());
     f[20] = 0x40; // DF
     f[22] = 64;
     f[23] = 6;
@@ -87,6 +95,7 @@ fn main() -> io::Result<()> {
     let idle = match args.get(4).map(String::as_str) {
         None | Some("spread") => false,
         Some("idle") => true,
+        Some("syn") => return syn_flood(&args),
         Some(_) => usage(),
     };
     let n: u64 = args[1].parse().expect("CONNECTIONS");
@@ -103,13 +112,7 @@ fn main() -> io::Result<()> {
             (true, _) => open.max(STEPS) + step - 7,
         }
     });
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&args[3])?);
-    w.write_all(&0xa1b2c3d4u32.to_le_bytes())?;
-    w.write_all(&2u16.to_le_bytes())?;
-    w.write_all(&4u16.to_le_bytes())?;
-    w.write_all(&[0u8; 8])?;
-    w.write_all(&96u32.to_le_bytes())?;
-    w.write_all(&1u32.to_le_bytes())?;
+    let mut w = pcap(&args[3])?;
     let server = [10, 255, 0, 1];
     // Connection k starts at slot k and sends each step's packet `age[step]` slots later; a
     // slot holds the packets due in it, packets 10 us apart.
@@ -142,6 +145,7 @@ fn main() -> io::Result<()> {
                 ack,
                 flags,
                 len,
+                ip_id: 0,
             };
             let s2c = |seq, ack, flags, len| Pkt {
                 src: server,
@@ -152,6 +156,7 @@ fn main() -> io::Result<()> {
                 ack,
                 flags,
                 len,
+                ip_id: 0,
             };
             let p = match step {
                 0 => c2s(ci, 0, 0x02, 0),
@@ -172,7 +177,66 @@ fn main() -> io::Result<()> {
     w.flush()
 }
 
+/// A pcap file (microseconds, Ethernet, snaplen 96) with its header written.
+fn pcap(path: &str) -> io::Result<BufWriter<std::fs::File>> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    w.write_all(&0xa1b2c3d4u32.to_le_bytes())?;
+    w.write_all(&2u16.to_le_bytes())?;
+    w.write_all(&4u16.to_le_bytes())?;
+    w.write_all(&[0u8; 8])?;
+    w.write_all(&96u32.to_le_bytes())?;
+    w.write_all(&1u32.to_le_bytes())?;
+    Ok(w)
+}
+
+/// The `syn` shape: `synth N SENDS OUT.pcap syn`. SYN k leaves at slot k (10 us apart) and
+/// again every 100 000 slots (1 s) until it was sent SENDS times; a slot's packets are 1 us
+/// apart. Addresses, ports, ISNs and IP IDs come from a 64-bit mix of k: distinct, and with
+/// no pattern a tracker could lean on.
+fn syn_flood(args: &[String]) -> io::Result<()> {
+    let n: u64 = args[1].parse().expect("CONNECTIONS");
+    let sends: u64 = args[2].parse::<u64>().expect("SENDS").clamp(1, 32);
+    const SECOND: u64 = 100_000;
+    let mix = |mut x: u64| {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    };
+    let mut w = pcap(&args[3])?;
+    let t0: u64 = 1_700_000_000_000_000;
+    for slot in 0..n + (sends - 1) * SECOND {
+        for send in 0..sends {
+            let Some(k) = slot.checked_sub(send * SECOND).filter(|k| *k < n) else {
+                continue;
+            };
+            let r = mix(k);
+            // The address is 11.0.0.0 + k (up to 2^30 SYNs): no two SYNs share a 4-tuple.
+            let src = (
+                11 + ((k >> 24) as u8 & 63),
+                (k >> 16) as u8,
+                (k >> 8) as u8,
+                k as u8,
+            );
+            let p = Pkt {
+                src: [src.0, src.1, src.2, src.3],
+                dst: [10, 255, 0, 1],
+                sport: 1024 + (r % 64_000) as u16,
+                dport: 80,
+                seq: (r >> 32) as u32,
+                ack: 0,
+                flags: 0x02,
+                len: 0,
+                ip_id: ((r >> 16) as u16).wrapping_add(send as u16),
+            };
+            write_pkt(&mut w, t0 + slot * 10 + send, &p)?;
+        }
+    }
+    w.flush()
+}
+
 fn usage() -> ! {
     eprintln!("usage: synth CONNECTIONS OPEN OUT.pcap [spread|idle]");
+    eprintln!("       synth SYNS SENDS OUT.pcap syn");
     std::process::exit(2);
 }

@@ -61,7 +61,11 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     analyzer.finish(&mut det);
+    // The capture-wide findings (syn-flood, syn-scan) are checked like the others.
+    let capture_wide = det.take_half_open();
     drop(det);
+    out.findings
+        .extend(capture_wide.iter().flat_map(|h| h.findings()));
     let span = if frames > 0 { last - first } else { 0 };
     for f in &out.findings {
         for fr in &f.frames {

@@ -8,6 +8,7 @@ use tcpwhy_track::Connection;
 pub struct Finding {
     /// Stable kebab-case id (`syn-stale-state`, ...).
     pub id: &'static str,
+    /// The connection's id; 0 for a finding about the capture as a whole (`capture_wide`).
     pub connection: u64,
     pub client: (IpAddr, u16),
     pub server: (IpAddr, u16),
@@ -79,6 +80,32 @@ impl Finding {
             details: Value::Null,
             confidence: Confidence::default(),
         }
+    }
+
+    /// A finding about the capture as a whole (`syn-flood`, `syn-scan`): many connections,
+    /// named in its details. Its `connection` is 0 (no frame is), its `client` and `server`
+    /// are unspecified (0.0.0.0:0).
+    pub fn capture(id: &'static str) -> Finding {
+        let none = (IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        Finding {
+            id,
+            connection: 0,
+            client: none,
+            server: none,
+            start_ns: 0,
+            end_ns: 0,
+            cost_ns: 0,
+            frames: Vec::new(),
+            explanation: String::new(),
+            fix: std::borrow::Cow::Borrowed(""),
+            details: Value::Null,
+            confidence: Confidence::default(),
+        }
+    }
+
+    /// It is about the capture as a whole, not one connection (`Finding::capture`).
+    pub fn capture_wide(&self) -> bool {
+        self.connection == 0
     }
 
     /// `frame.number in {12,13,14}`: paste into Wireshark's display filter (Wireshark 4

@@ -12,7 +12,10 @@ pub mod detectors;
 pub use detectors::ConnState;
 mod exchange;
 mod finding;
+mod half_open;
 mod stall;
+
+pub use half_open::HalfOpen;
 
 pub use exchange::{Exchange, Split};
 pub use stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
@@ -58,11 +61,13 @@ pub fn registry() -> Vec<Box<dyn Detector>> {
     detectors::all()
 }
 
-/// The documentation of every detector, for `tcpwhy explain`.
+/// The documentation of every detector, for `tcpwhy explain`: the per-connection ones, then
+/// the capture-wide findings.
 pub fn infos() -> Vec<&'static Info> {
     registry()
         .iter()
         .flat_map(|d| std::iter::once(d.info()).chain(d.also().iter().copied()))
+        .chain(detectors::CAPTURE_WIDE.iter().copied())
         .collect()
 }
 
@@ -101,11 +106,20 @@ pub struct Detectors<'a> {
     /// The tracker's latest moment, passed on only before a record (the output sees the
     /// moment of every record, not a call per packet).
     moment: tcpwhy_track::Moment,
+    /// Every half-open attempt, summed for the capture-wide findings (none when both are
+    /// disabled); and when the capture ended (`Sink::capture_end`).
+    half_open: Option<HalfOpen>,
+    end_ns: i64,
 }
 
 impl<'a> Detectors<'a> {
     /// All registered detectors except the ids in `disabled`.
     pub fn new(disabled: &[String], out: &'a mut dyn Output) -> Detectors<'a> {
+        let on = |info: &Info| !disabled.iter().any(|d| d == info.id);
+        let (flood, scan) = (
+            on(&detectors::syn_flood::INFO),
+            on(&detectors::syn_scan::INFO),
+        );
         Detectors {
             set: detectors::Set::new(disabled),
             out,
@@ -116,7 +130,15 @@ impl<'a> Detectors<'a> {
             sbuf: Vec::new(),
             states: Default::default(),
             moment: Default::default(),
+            half_open: (flood || scan).then(|| HalfOpen::new(flood, scan)),
+            end_ns: i64::MAX,
         }
+    }
+
+    /// The summary of the half-open attempts seen so far, for the capture-wide findings
+    /// (`HalfOpen::findings`, after merging every worker's); none when they are disabled.
+    pub fn take_half_open(&mut self) -> Option<HalfOpen> {
+        self.half_open.take()
     }
 
     pub fn check(&mut self) -> std::io::Result<()> {
@@ -140,6 +162,10 @@ impl<'a> Detectors<'a> {
 impl Sink for Detectors<'_> {
     fn moment(&mut self, m: tcpwhy_track::Moment) {
         self.moment = m;
+    }
+
+    fn capture_end(&mut self, ts_ns: i64) {
+        self.end_ns = ts_ns;
     }
 
     fn started(&mut self, c: &Connection) {
@@ -173,6 +199,15 @@ impl Sink for Detectors<'_> {
             .sort_by_key(|f| (f.start_ns, f.frames.first().copied()));
         self.flush();
         self.out.connection(c);
+        if let Some(h) = &mut self.half_open {
+            // When it finished: at a packet or a timer, or (phase 2) when the capture ended.
+            let at = if self.moment.phase == 2 {
+                self.end_ns
+            } else {
+                self.moment.ts_ns
+            };
+            h.connection(c, at);
+        }
     }
 }
 

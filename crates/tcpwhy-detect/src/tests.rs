@@ -13,6 +13,7 @@ const SYN: u8 = TcpFlags::SYN;
 const ACK: u8 = TcpFlags::ACK;
 const RST: u8 = TcpFlags::RST;
 const PSH: u8 = TcpFlags::PSH;
+const FIN: u8 = TcpFlags::FIN;
 
 #[derive(Default)]
 struct Collect {
@@ -1311,4 +1312,177 @@ fn a_round_trip_growing_many_times_its_minimum_is_a_queue() {
     l2.sort_by_key(|x| x.0);
     let f = drive_scaled(&[], Some(4), &l2).findings;
     assert!(f.iter().all(|x| x.id != "queueing-delay"), "{f:?}");
+}
+
+/// What the detectors report, in order, every finding, exchange, stall and connection in full.
+#[derive(Default)]
+struct Transcript(Vec<String>);
+
+impl Output for Transcript {
+    fn finding(&mut self, f: &Finding) {
+        self.0.push(format!("{f:?}"));
+    }
+    fn connection(&mut self, c: &Connection) {
+        let mut c = c.clone();
+        c.slot = 0; // (where the tracker kept it)
+        self.0.push(format!("{c:?}"));
+    }
+    fn exchange(&mut self, x: &Exchange) {
+        self.0.push(format!("{x:?}"));
+    }
+    fn stall(&mut self, s: &Stall) {
+        self.0.push(format!("{s:?}"));
+    }
+}
+
+/// (ms, from, to, flags, seq, ack, payload, options)
+type Sent = (
+    i64,
+    (IpAddr, u16),
+    (IpAddr, u16),
+    u8,
+    u32,
+    u32,
+    u32,
+    TcpOptions,
+);
+
+/// The tracker keeps a connection that has seen only its client's SYNs compact, and replays
+/// them through the detectors when it becomes full: every detector must report the same as
+/// when every connection is full from its first SYN. 300 clients, each opening connections
+/// one after another: SYNs answered at once or after being sent again 1 s, 2 s apart (an
+/// unanswered ladder), never answered, refused once or on every try, met by a stale ACK and
+/// reset, and answered connections carrying a request and a response (some late, some lost
+/// and sent again), closed or left open; with timestamps and MSS on some clients' SYNs.
+#[test]
+fn compact_connections_give_the_findings_full_ones_do() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut lines: Vec<Sent> = Vec::new();
+    for k in 0..300u32 {
+        let cl = (
+            IpAddr::V4(Ipv4Addr::from(0x0a01_0000 + k)),
+            30000 + k as u16,
+        );
+        let mut t = i64::from(rnd(20_000) as u32);
+        for attempt in 0..4u32 {
+            let isn = 1000 + attempt * 100_000 + k;
+            let opts = |ts: i64| TcpOptions {
+                mss: Some(1460),
+                timestamp: Some((ts as u32, 0)),
+                ..TcpOptions::default()
+            };
+            let syn_opts = if k % 2 == 0 {
+                opts(t)
+            } else {
+                TcpOptions::default()
+            };
+            let mut l = |ms: i64, from, flags, seq, ack, len, o: TcpOptions| {
+                let to = if from == cl { S } else { cl };
+                lines.push((ms, from, to, flags, seq, ack, len, o));
+            };
+            let d = TcpOptions::default();
+            l(t, cl, SYN, isn, 0, 0, syn_opts);
+            match rnd(6) {
+                // Sent again 1 s and 2 s later, answered after the third or never.
+                0 | 1 => {
+                    for (n, gap) in [1_000, 3_000].into_iter().enumerate() {
+                        let o = if k % 2 == 0 {
+                            opts(t + gap + n as i64)
+                        } else {
+                            d
+                        };
+                        l(t + gap, cl, SYN, isn, 0, 0, o);
+                    }
+                    t += 3_000;
+                    if rnd(2) == 0 {
+                        t += 400_000; // never answered: expires first
+                        continue;
+                    }
+                }
+                2 => {
+                    l(t + 1, S, RST | ACK, 0, isn + 1, 0, d);
+                    if rnd(2) == 0 {
+                        l(t + 500, cl, SYN, isn, 0, 0, syn_opts);
+                        l(t + 501, S, RST | ACK, 0, isn + 1, 0, d);
+                    }
+                    t += 20_000;
+                    continue;
+                }
+                3 => {
+                    l(t + 1, S, ACK, 777, 12345, 0, d);
+                    l(t + 1, cl, RST, 12345, 0, 0, d);
+                    t += 3;
+                    l(t, cl, SYN, isn, 0, 0, syn_opts);
+                }
+                _ => {}
+            }
+            let rtt = 1 + rnd(40) as i64;
+            l(t + rtt, S, SYN | ACK, 5000, isn + 1, 0, d);
+            l(t + rtt, cl, ACK, isn + 1, 5001, 0, d);
+            let mut u = t + rtt + rnd(300) as i64;
+            l(u, cl, ACK | PSH, isn + 1, 5001, 200, d);
+            u += rtt + rnd(200) as i64;
+            if rnd(4) == 0 {
+                l(u, S, ACK | PSH, 5001, isn + 201, 1400, d);
+                u += 300;
+            }
+            l(u, S, ACK | PSH, 5001, isn + 201, 1400, d);
+            l(u + rtt, cl, ACK, isn + 201, 6401, 0, d);
+            if rnd(3) > 0 {
+                l(u + rtt, cl, FIN | ACK, isn + 201, 6401, 0, d);
+                l(u + 2 * rtt, S, FIN | ACK, 6401, isn + 202, 0, d);
+                l(u + 2 * rtt, cl, ACK, isn + 202, 6402, 0, d);
+            }
+            t = u + 5_000 + rnd(5_000) as i64;
+        }
+    }
+    lines.sort_by_key(|l| l.0); // stable: each connection's own order holds
+    let run = |compact: bool| {
+        let mut out = Transcript::default();
+        let mut det = Detectors::new(&[], &mut out);
+        let mut t = Tracker::new(Config {
+            compact_syns: compact,
+            ..Config::default()
+        });
+        for (i, &(ms, from, to, flags, seq, ack, len, options)) in lines.iter().enumerate() {
+            let seg = TcpSegment {
+                src: from.0,
+                dst: to.0,
+                src_port: from.1,
+                dst_port: to.1,
+                seq: Seq(seq),
+                ack: Seq(ack),
+                flags: TcpFlags(flags),
+                window: 1000,
+                payload_len: len,
+                options,
+                ip_id: i as u16 + 1,
+                first_fragment: false,
+            };
+            t.segment(&seg, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
+        }
+        t.finish_all(&mut det);
+        drop(det);
+        out.0
+    };
+    let (full, compact) = (run(false), run(true));
+    let count = |id: &str| {
+        full.iter()
+            .filter(|l| l.contains(&format!("id: \"{id}\"")))
+            .count()
+    };
+    assert!(
+        count("syn-unanswered") > 50 && count("syn-refused") > 50 && count("syn-stale-state") > 50,
+        "the handshake detectors all find something"
+    );
+    assert_eq!(compact.len(), full.len());
+    for (a, b) in compact.iter().zip(&full) {
+        assert_eq!(a, b);
+    }
 }

@@ -25,6 +25,7 @@
 
 mod analyzer;
 mod conn;
+mod embryo;
 mod endpoint;
 mod table;
 

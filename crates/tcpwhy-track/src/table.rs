@@ -4,9 +4,11 @@
 //! Memory is bounded by open connections: finished connections are handed to the [`Sink`] and
 //! dropped; what a later SYN on the same 4-tuple needs to know about them is kept as a small
 //! [`Predecessor`] for [`Config::history_ns`]. Every timer runs on capture time, so the same
-//! input always gives the same output.
+//! input always gives the same output. A connection that has seen only its client's SYNs is
+//! kept compact until anything else happens on its 4-tuple (`crate::embryo`).
 
 use crate::conn::{Close, Connection, EndReason, Predecessor, RoleSource, Side};
+use crate::embryo::{Embryo, Embryos, Syn, COMPACT};
 use crate::endpoint::{At, IdOrder, Ts};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
@@ -20,11 +22,18 @@ pub trait Sink {
     fn connection(&mut self, c: &Connection);
     /// Every segment, after the tracker accounted it (detectors watch these).
     fn segment(&mut self, _c: &Connection, _ev: &SegmentEvent<'_>) {}
-    /// A connection was created (its first packet follows as a `segment`).
+    /// A connection was created (its first packet follows as a `segment`). One that begins
+    /// with its client's SYN is kept compact until its peer answers (`crate::embryo`): its
+    /// SYNs come as `segment`s then, and `c` here is the connection before its first packet,
+    /// in no slot (`u32::MAX`).
     fn started(&mut self, _c: &Connection) {}
     /// The tracker is at this moment: whatever it reports next, until the next call, happens
     /// then. Moments only go forward; see [`Moment`].
     fn moment(&mut self, _m: Moment) {}
+    /// The capture ended at `ts_ns`, the latest capture time the tracker saw (with sharded
+    /// trackers, each told where the capture is: the same for all): the connections still
+    /// tracked are finished next, at moments of phase 2.
+    fn capture_end(&mut self, _ts_ns: i64) {}
 }
 
 /// When the tracker reports something, as a key that orders every report of a run the same
@@ -126,6 +135,11 @@ pub struct Config {
     /// are finished early (`EndReason::Evicted`). The history of finished connections kept for
     /// the next SYN on their 4-tuple is capped at the same number of entries.
     pub max_connections: usize,
+    /// Keep a connection that has seen only its client's SYNs compact until anything else
+    /// happens on its 4-tuple (`crate::embryo`: 112 bytes instead of 1.1 KB, what a flood of
+    /// spoofed SYNs needs). Everything reported is the same either way; false (every
+    /// connection full from its first packet) is for tests that check that.
+    pub compact_syns: bool,
 }
 
 impl Default for Config {
@@ -136,6 +150,7 @@ impl Default for Config {
             reset_attempt_linger_ns: 135 * SEC,
             history_ns: 300 * SEC,
             max_connections: 1_000_000,
+            compact_syns: true,
         }
     }
 }
@@ -202,8 +217,14 @@ fn fmix64(mut x: u64) -> u64 {
 /// by it, and a caller spreading connections over several trackers can shard by it (bits
 /// 20..52 are independent of the bits the table uses).
 pub fn flow_hash(seg: &TcpSegment) -> u64 {
-    let a = endpoint_word(seg.src, seg.src_port);
-    let b = endpoint_word(seg.dst, seg.dst_port);
+    tuple_hash((seg.src, seg.src_port), (seg.dst, seg.dst_port))
+}
+
+/// `flow_hash` of the segments between `a` and `b`.
+#[inline]
+fn tuple_hash(a: (IpAddr, u16), b: (IpAddr, u16)) -> u64 {
+    let a = endpoint_word(a.0, a.1);
+    let b = endpoint_word(b.0, b.1);
     let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
     fmix64(lo.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fmix64(hi))
 }
@@ -218,6 +239,7 @@ const QUEUES: usize = 3;
 
 /// An entry in a deadline queue; stale when the slot now holds another connection. Queues pop
 /// in (deadline, id) order, so connections due at once finish in the order they started.
+/// `slot` is an embryo's handle (`COMPACT` set) while the connection is compact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Timer {
     deadline: i64,
@@ -528,9 +550,13 @@ pub struct TrackerStats {
 
 pub struct Tracker {
     cfg: Config,
-    /// 4-tuple -> slot, by the tuple's hash (equality is checked against the connection).
+    /// 4-tuple -> slot (or embryo handle), by the tuple's hash (equality is checked against
+    /// the connection).
     index: HashTable<u32>,
     slots: Slots,
+    /// Connections that have seen only their client's SYNs (`crate::embryo`), counted in
+    /// `open` like the rest.
+    embryos: Embryos,
     /// Each slot's tuple hash (for the index's rehashing and removal).
     hashes: Vec<u64>,
     free: Vec<u32>,
@@ -660,6 +686,7 @@ impl Tracker {
                 chunks: Vec::new(),
                 len: 0,
             },
+            embryos: Embryos::default(),
             hashes: Vec::new(),
             free: Vec::new(),
             open: 0,
@@ -681,9 +708,15 @@ impl Tracker {
         &self.stats
     }
 
-    /// The slots of the connections tracked now (each connection's `slot`), for tests.
+    /// The slots of the connections tracked now (each connection's `slot`), for tests. (A
+    /// connection kept compact has none.)
     pub fn live_slots(&self) -> Vec<u32> {
         self.slots.iter().map(|c| c.slot).collect()
+    }
+
+    /// Connections kept compact now (`crate::embryo`), for tests.
+    pub fn compact_connections(&self) -> usize {
+        self.embryos.iter().count()
     }
 
     /// Connections currently tracked.
@@ -724,30 +757,77 @@ impl Tracker {
         // the capture's span; found by fuzzing the pipeline).
         let at = At::new(at.frame(), at.ts_ns.max(self.now));
         sink.moment(Moment::packet(at));
-        let slots = &self.slots;
+        let (slots, embryos) = (&self.slots, &self.embryos);
         let found = self
             .index
-            .find(hash, |&s| slots.get(s).is_some_and(|c| same_tuple(c, seg)))
+            .find(hash, |&s| holds(slots, embryos, s, seg))
             .copied();
         let slot = match found {
-            Some(slot) => {
-                if self.starts_new_generation(slot, seg) {
-                    let prev = self.predecessor(slot);
-                    self.finish(slot, EndReason::Superseded, sink);
-                    self.create(hash, seg, at, prev, sink)
-                } else {
-                    slot
+            Some(h) if h & COMPACT != 0 => {
+                // The same SYN again stays compact; anything else needs the full connection.
+                if let Some(e) = self.embryos.get_mut(h) {
+                    if e.absorb(seg, at, frame_len) {
+                        return;
+                    }
                 }
+                let Some(slot) = self.promote(h, hash, true, sink) else {
+                    return;
+                };
+                self.on_tuple(slot, hash, seg, at, sink)
             }
+            Some(slot) => self.on_tuple(slot, hash, seg, at, sink),
             None => {
                 let key = FlowKey::of(seg);
                 let prev = self
                     .history
                     .take(hash, &key, at.ts_ns)
                     .map(|h| h.predecessor());
+                // A connection whose first packet is its client's SYN, with nothing before it
+                // on the tuple to compare with, starts compact.
+                if prev.is_none() && self.cfg.compact_syns {
+                    if let Some(syn) = Syn::of(seg, at, frame_len) {
+                        self.create_compact(hash, seg, syn, sink);
+                        return;
+                    }
+                }
                 self.create(hash, seg, at, prev, sink)
             }
         };
+        self.account(slot, seg, at, frame_len, sink);
+    }
+
+    /// The slot of the connection `seg` belongs to, given the one now on its tuple: that one,
+    /// or its successor when `seg` starts the tuple's next generation.
+    #[inline(always)]
+    fn on_tuple(
+        &mut self,
+        slot: u32,
+        hash: u64,
+        seg: &TcpSegment,
+        at: At,
+        sink: &mut dyn Sink,
+    ) -> u32 {
+        if self.starts_new_generation(slot, seg) {
+            let prev = self.predecessor(slot);
+            self.finish(slot, EndReason::Superseded, sink);
+            self.create(hash, seg, at, prev, sink)
+        } else {
+            slot
+        }
+    }
+
+    /// Account `seg` to the connection in `slot` and hand it to the sink. (Inlined, as are
+    /// `update` and `starts_new_generation`: as calls they cost the packet path 1.4% more
+    /// instructions.)
+    #[inline(always)]
+    fn account(
+        &mut self,
+        slot: u32,
+        seg: &TcpSegment,
+        at: At,
+        frame_len: u32,
+        sink: &mut dyn Sink,
+    ) {
         if let Some((from, new_data, retransmission, lost_wait_ns, lost_by_timing)) =
             self.update(slot, seg, at, frame_len)
         {
@@ -766,7 +846,128 @@ impl Tracker {
         }
     }
 
+    /// Start a connection at its client's first SYN, compact (`create` for a full one).
+    fn create_compact(&mut self, hash: u64, seg: &TcpSegment, syn: Syn, sink: &mut dyn Sink) {
+        if self.open >= self.cfg.max_connections.max(1) {
+            self.evict_one(sink);
+        }
+        let (client, server) = ((seg.src, seg.src_port), (seg.dst, seg.dst_port));
+        let at = syn.at;
+        // The first look, as for a full connection (`create`).
+        let first = at
+            .ts_ns
+            .saturating_add(self.cfg.idle_timeout_ns.min(self.cfg.closed_linger_ns));
+        let h = self.embryos.put(
+            Embryo {
+                client,
+                server,
+                armed: first,
+                syn,
+                again: Box::default(),
+            },
+            hash,
+        );
+        let (hashes, embryos) = (&self.hashes, &self.embryos);
+        self.index
+            .insert_unique(hash, h, |&s| handle_hash(hashes, embryos, s));
+        self.open += 1;
+        self.stats.connections += 1;
+        self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
+        self.arm(h, at.frame(), first);
+        if self.timer_entries() > queue_bound(self.open) {
+            self.drop_stale_timers();
+        }
+        if self.closed.len() > queue_bound(self.open) {
+            self.drop_finished_closed();
+        }
+        let mut c = Connection::new(client, server, RoleSource::Syn, at);
+        c.slot = u32::MAX;
+        sink.started(&c);
+    }
+
+    /// Make the compact connection `h` (its tuple's hash `hash`) a full one: a slot, and its
+    /// SYNs replayed through `update` and the sink as they came, so that the connection and
+    /// every detector's state are what they would be had it been full from its first SYN.
+    /// Its timer carries over if `keep_timer` (not when it is made full to be finished: its
+    /// timer entry is then left stale). None if `h` holds no embryo.
+    fn promote(&mut self, h: u32, hash: u64, keep_timer: bool, sink: &mut dyn Sink) -> Option<u32> {
+        let e = self.embryos.take(h)?;
+        let (id, armed) = (e.id(), e.armed);
+        let mut conn = Connection::new(e.client, e.server, RoleSource::Syn, e.syn.at);
+        let slot = self.alloc_slot();
+        conn.slot = slot;
+        self.slots.put(slot, conn);
+        self.hashes[slot as usize] = hash;
+        if let Some(s) = self.index.find_mut(hash, |&s| s == h) {
+            *s = slot;
+        }
+        // The replay compares each SYN's due time with the live timer, which is set after it:
+        // none may arm one (when each SYN came, the timer was no later than its due time; an
+        // entry armed now would only be left stale).
+        self.armed[slot as usize] = i64::MIN;
+        for (seg, at, frame_len) in e.syns() {
+            self.account(slot, &seg, at, frame_len, sink);
+        }
+        self.armed[slot as usize] = armed;
+        if keep_timer {
+            self.carry_timer(armed, id, h, slot);
+        }
+        Some(slot)
+    }
+
+    /// The queued timer (`deadline`, `id`) of embryo `h` now belongs to `slot`. Each queue is
+    /// sorted, so it is found by a binary search; one in the heap is armed again instead (the
+    /// heap's entry is left stale).
+    fn carry_timer(&mut self, deadline: i64, id: u64, h: u32, slot: u32) {
+        let key = (deadline, id);
+        for q in &mut self.queues {
+            let (Some(front), Some(back)) = (q.front(), q.back()) else {
+                continue;
+            };
+            if (front.deadline, front.id) > key || (back.deadline, back.id) < key {
+                continue;
+            }
+            // Most connections are answered within a round trip of their SYN: their timer is
+            // among the last queued.
+            let near_back = (1..=8)
+                .filter_map(|k| q.len().checked_sub(k))
+                .find(|&i| q.get(i).is_some_and(|t| (t.deadline, t.id) <= key));
+            let found = match near_back {
+                Some(i) if q.get(i).is_some_and(|t| (t.deadline, t.id) == key) => Ok(i),
+                _ => q.binary_search_by(|t| (t.deadline, t.id).cmp(&key)),
+            };
+            let Ok(mut i) = found else {
+                continue;
+            };
+            // Entries of one (deadline, id) sit together: the embryo's is one of them.
+            while i > 0 && q.get(i - 1).is_some_and(|t| (t.deadline, t.id) == key) {
+                i -= 1;
+            }
+            while let Some(t) = q.get_mut(i).filter(|t| (t.deadline, t.id) == key) {
+                if t.slot == h {
+                    t.slot = slot;
+                    return;
+                }
+                i += 1;
+            }
+        }
+        self.arm(slot, id, deadline);
+    }
+
+    /// A free slot (the table grows by one if none is).
+    fn alloc_slot(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.hashes.push(0);
+                self.armed.push(0);
+                self.slots.grow()
+            }
+        }
+    }
+
     /// A SYN (no ACK) that cannot belong to the connection now on the tuple.
+    #[inline(always)]
     fn starts_new_generation(&self, slot: u32, seg: &TcpSegment) -> bool {
         if !seg.flags.syn() || seg.flags.ack() {
             return false;
@@ -820,20 +1021,13 @@ impl Tracker {
             p.same_client = old_client == client;
             conn.prev = Some(Box::new(p));
         }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.hashes.push(0);
-                self.armed.push(0);
-                self.slots.grow()
-            }
-        };
+        let slot = self.alloc_slot();
         conn.slot = slot;
         self.slots.put(slot, conn);
         self.hashes[slot as usize] = hash;
-        let hashes = &self.hashes;
+        let (hashes, embryos) = (&self.hashes, &self.embryos);
         self.index
-            .insert_unique(hash, slot, |&s| hashes[s as usize]);
+            .insert_unique(hash, slot, |&s| handle_hash(hashes, embryos, s));
         self.open += 1;
         self.stats.connections += 1;
         self.stats.peak_open = self.stats.peak_open.max(self.open as u64);
@@ -859,6 +1053,7 @@ impl Tracker {
 
     /// Account one segment; returns (sender, carried new data, was a retransmission, how long
     /// the original of data lost before the capture point waited, or 0: `SegmentEvent`).
+    #[inline(always)]
     fn update(
         &mut self,
         slot: u32,
@@ -1059,7 +1254,13 @@ impl Tracker {
 
     fn arm(&mut self, slot: u32, id: u64, deadline: i64) {
         self.next_due = self.next_due.min(deadline);
-        self.armed[slot as usize] = deadline;
+        if slot & COMPACT != 0 {
+            if let Some(e) = self.embryos.get_mut(slot) {
+                e.armed = deadline;
+            }
+        } else if let Some(a) = self.armed.get_mut(slot as usize) {
+            *a = deadline;
+        }
         let t = Timer { deadline, id, slot };
         // The queue whose last timer is the latest one before `t` (the tightest fit keeps
         // each queue to one kind of timer); none: the heap.
@@ -1080,6 +1281,22 @@ impl Tracker {
         self.closed.len()
     }
 
+    /// The live timers (deadline, connection id), in order (for tests).
+    #[cfg(test)]
+    pub(crate) fn live_timers(&self) -> Vec<(i64, u64)> {
+        let all = self
+            .queues
+            .iter()
+            .flatten()
+            .chain(self.timers.iter().map(|r| &r.0));
+        let mut live: Vec<(i64, u64)> = all
+            .filter(|t| self.armed_due(t).is_some())
+            .map(|t| (t.deadline, t.id))
+            .collect();
+        live.sort_unstable();
+        live
+    }
+
     /// Timer entries queued, live and stale.
     pub(crate) fn timer_entries(&self) -> usize {
         self.timers.len() + self.queues.iter().map(VecDeque::len).sum::<usize>()
@@ -1088,8 +1305,8 @@ impl Tracker {
     /// Drop the stale timer entries (see `QUEUE_SLACK`). The live ones keep their order, so
     /// timers pop as before.
     fn drop_stale_timers(&mut self) {
-        let (slots, armed) = (&self.slots, &self.armed);
-        let live = |t: &Timer| slots.armed_by(armed, t).is_some();
+        let (slots, armed, embryos) = (&self.slots, &self.armed, &self.embryos);
+        let live = |t: &Timer| armed_due(&self.cfg, slots, armed, embryos, t).is_some();
         for q in &mut self.queues {
             q.retain(|t| live(t));
             if let Some(cap) = shrunk(q.capacity(), q.len()) {
@@ -1138,9 +1355,10 @@ impl Tracker {
         }
     }
 
-    /// The connection a timer belongs to, if the timer is its live one.
-    fn armed_conn(&self, t: &Timer) -> Option<&Connection> {
-        self.slots.armed_by(&self.armed, t)
+    /// When the connection whose live timer `t` is (none: a stale timer) is due, and whether
+    /// it closed.
+    fn armed_due(&self, t: &Timer) -> Option<(i64, bool)> {
+        armed_due(&self.cfg, &self.slots, &self.armed, &self.embryos, t)
     }
 
     /// Finish connections whose time ran out by `self.now`, in (due time, id) order. A timer
@@ -1153,15 +1371,14 @@ impl Tracker {
                 break;
             }
             self.pop_timer();
-            let Some(c) = self.armed_conn(&t) else {
+            let Some((due, closed)) = self.armed_due(&t) else {
                 continue;
             };
-            let due = due(&self.cfg, c);
             if due > t.deadline {
                 self.arm(t.slot, t.id, due);
                 continue;
             }
-            let reason = if c.closed_at.is_some() {
+            let reason = if closed {
                 EndReason::Closed
             } else {
                 EndReason::IdleTimeout
@@ -1200,10 +1417,9 @@ impl Tracker {
         }
         let mut scanned = 0;
         while let Some(t) = self.pop_timer() {
-            let Some(c) = self.armed_conn(&t) else {
+            let Some((due, _)) = self.armed_due(&t) else {
                 continue;
             };
-            let due = due(&self.cfg, c);
             if due > t.deadline && scanned < EVICT_SCAN {
                 scanned += 1;
                 self.arm(t.slot, t.id, due);
@@ -1216,6 +1432,18 @@ impl Tracker {
     }
 
     fn finish(&mut self, slot: u32, reason: EndReason, sink: &mut dyn Sink) {
+        // A compact connection is finished as the full one its SYNs make.
+        let slot = if slot & COMPACT != 0 {
+            let Some(hash) = self.embryos.get(slot).map(|_| self.embryos.hash(slot)) else {
+                return;
+            };
+            match self.promote(slot, hash, false, sink) {
+                Some(s) => s,
+                None => return,
+            }
+        } else {
+            slot
+        };
         // Read in place and emptied at the end (moving a connection out of its slot copied a
         // kilobyte per connection).
         let Some(c) = self.slots.get_mut(slot) else {
@@ -1254,8 +1482,12 @@ impl Tracker {
     /// Lets a caller hand on the end's records in bounded pieces (with a million connections
     /// open, all their records at once cost as much memory again as the connections).
     pub fn finish_some(&mut self, limit: usize, sink: &mut dyn Sink) -> bool {
+        if self.ending.is_none() {
+            sink.capture_end(self.now);
+        }
         let (live, pos) = self.ending.get_or_insert_with(|| {
             let mut live: Vec<(u64, u32)> = self.slots.iter().map(|c| (c.id(), c.slot)).collect();
+            live.extend(self.embryos.iter().map(|(h, e)| (e.id(), h)));
             live.sort_unstable();
             (live, 0)
         });
@@ -1278,6 +1510,46 @@ impl Tracker {
             self.ending = None;
         }
         done
+    }
+}
+
+/// The segment belongs to the connection `h` names (a slot, or an embryo's handle).
+#[inline]
+fn holds(slots: &Slots, embryos: &Embryos, h: u32, seg: &TcpSegment) -> bool {
+    if h & COMPACT != 0 {
+        embryos.get(h).is_some_and(|e| e.same_tuple(seg))
+    } else {
+        slots.get(h).is_some_and(|c| same_tuple(c, seg))
+    }
+}
+
+/// The tuple hash of the connection `h` names (for the index's rehashing).
+fn handle_hash(hashes: &[u64], embryos: &Embryos, h: u32) -> u64 {
+    if h & COMPACT != 0 {
+        embryos.hash(h)
+    } else {
+        hashes.get(h as usize).copied().unwrap_or(0)
+    }
+}
+
+/// When the connection whose live timer `t` is (none: a stale timer) is due, and whether it
+/// closed. An embryo never closes: it is due at its last SYN plus the idle timeout.
+fn armed_due(
+    cfg: &Config,
+    slots: &Slots,
+    armed: &[i64],
+    embryos: &Embryos,
+    t: &Timer,
+) -> Option<(i64, bool)> {
+    if t.slot & COMPACT != 0 {
+        let e = embryos
+            .get(t.slot)
+            .filter(|e| e.id() == t.id && e.armed == t.deadline)?;
+        Some((e.last().ts_ns.saturating_add(cfg.idle_timeout_ns), false))
+    } else {
+        slots
+            .armed_by(armed, t)
+            .map(|c| (due(cfg, c), c.closed_at.is_some()))
     }
 }
 

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use tcpwhy_capture::{Capture, ReadOptions};
-use tcpwhy_detect::Detectors;
+use tcpwhy_detect::{Detectors, Output};
 use tcpwhy_track::{Analyzer, Config, Frontend, Stats, TrackerStats};
 
 pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
@@ -172,7 +172,13 @@ fn one_thread(
     }
     analyzer.finish(&mut det);
     det.check()?;
+    let half_open = det.take_half_open();
     drop(det);
+    // The capture-wide findings, after every connection.
+    for f in half_open.iter().flat_map(|h| h.findings()) {
+        to.finding(&f);
+    }
+    to.check()?;
     Ok(Run {
         stats: analyzer.stats().clone(),
         tracker_stats: analyzer.tracker().stats().clone(),
@@ -411,7 +417,11 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         det.check()?;
     }
     analyzer.finish(&mut det);
+    let half_open = det.take_half_open();
     drop(det);
+    for f in half_open.iter().flat_map(|h| h.findings()) {
+        to.finding(&f);
+    }
     let found = std::mem::take(&mut to.ids);
     let tracker_stats = analyzer.tracker().stats().clone();
     let files = [format!("live:{iface}")];

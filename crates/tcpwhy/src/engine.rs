@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
-use tcpwhy_detect::{Detectors, Exchange, Finding, Output, Stall};
+use tcpwhy_detect::{Detectors, Exchange, Finding, HalfOpen, Output, Stall};
 use tcpwhy_track::{
     flow_hash, shard_of, At, Brief, Config, Connection, Moment, Tracker, TrackerStats,
 };
@@ -283,7 +283,7 @@ fn worker(
     (json, briefs): (Option<JsonLines>, bool),
     rx: Receiver<Msg>,
     tx: Sender<Done>,
-) -> TrackerStats {
+) -> (TrackerStats, Option<HalfOpen>) {
     let out = RefCell::new(Batch::default());
     let mut collect = Collect {
         now: Moment::default(),
@@ -333,7 +333,7 @@ fn worker(
             }
         }
     }
-    tracker.stats().clone()
+    (tracker.stats().clone(), det.take_half_open())
 }
 
 /// Where the records go on the reading thread: the printer, finding ids for `--fail-on`, and
@@ -353,6 +353,12 @@ impl<'a> Sinks<'a> {
             open: 0,
             peak_open: 0,
         }
+    }
+
+    /// A finding made on this thread (the capture-wide ones, from every worker's summary).
+    pub fn finding(&mut self, f: &Finding) {
+        *self.ids.entry(f.id).or_insert(0) += 1;
+        self.printer.finding(f);
     }
 
     fn emit(&mut self, key: &Key, b: &Batch) {
@@ -415,7 +421,7 @@ pub struct Engine {
     order: Vec<(Key, u32)>,
     to: Vec<SyncSender<Msg>>,
     from: Vec<Receiver<Done>>,
-    handles: Vec<JoinHandle<TrackerStats>>,
+    handles: Vec<JoinHandle<(TrackerStats, Option<HalfOpen>)>>,
     in_round: usize,
     in_flight: usize,
     /// Rounds allowed in flight now (2..=IN_FLIGHT, from the size of the last round's records).
@@ -554,7 +560,9 @@ impl Engine {
     }
 
     /// The end of the capture: every round, then every connection still open, then the
-    /// trackers' counters (peak open as one tracker would have counted it).
+    /// capture-wide findings (from the workers' summaries, merged: what one worker that saw
+    /// every connection would have found), then the trackers' counters (peak open as one
+    /// tracker would have counted it).
     pub fn finish(mut self, sinks: &mut Sinks<'_>) -> io::Result<TrackerStats> {
         if self.in_round > 0 {
             self.send_round()?;
@@ -564,12 +572,22 @@ impl Engine {
         }
         self.finish_connections(sinks)?;
         let mut stats = TrackerStats::default();
+        let mut half_open: Option<HalfOpen> = None;
         for h in self.handles.drain(..) {
-            let s = h.join().map_err(|_| worker_gone())?;
+            let (s, summary) = h.join().map_err(|_| worker_gone())?;
             stats.connections += s.connections;
             stats.evicted += s.evicted;
             stats.history_forgotten += s.history_forgotten;
+            match (&mut half_open, summary) {
+                (Some(all), Some(one)) => all.merge(one),
+                (all @ None, one) => *all = one,
+                (Some(_), None) => {}
+            }
         }
+        for f in half_open.iter().flat_map(HalfOpen::findings) {
+            sinks.finding(&f);
+        }
+        sinks.printer.check()?;
         stats.peak_open = sinks.peak_open;
         Ok(stats)
     }

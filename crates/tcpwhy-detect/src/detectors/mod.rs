@@ -15,13 +15,19 @@ mod sender_limited;
 mod server_delay;
 mod slow_start_restart;
 mod spurious_retransmission;
+pub(crate) mod syn_flood;
 mod syn_refused;
+pub(crate) mod syn_scan;
 mod syn_stale_state;
 mod syn_unanswered;
 mod zero_window;
 
-use crate::Detector;
+use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
+
+/// The findings about the capture as a whole, made when it ends from every connection's
+/// summary (`crate::half_open`), not by a per-connection detector.
+pub static CAPTURE_WIDE: [&Info; 2] = [&syn_flood::INFO, &syn_scan::INFO];
 
 pub fn all() -> Vec<Box<dyn Detector>> {
     vec![

@@ -105,6 +105,13 @@ impl HtmlPrinter {
     }
 }
 
+/// `id` is a finding about the capture as a whole (`syn-flood`, `syn-scan`).
+fn capture_wide(id: &str) -> bool {
+    tcpwhy_detect::detectors::CAPTURE_WIDE
+        .iter()
+        .any(|i| i.id == id)
+}
+
 /// Escape text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -153,10 +160,12 @@ impl Printer for HtmlPrinter {
         let c = ranked.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
-        self.cause_connections.finding(f.connection, f.id);
-        let p = self.per_conn.entry(f.connection).or_default();
-        p.0 += 1;
-        p.1 += f.cost_ns.max(0);
+        if !f.capture_wide() {
+            self.cause_connections.finding(f.connection, f.id);
+            let p = self.per_conn.entry(f.connection).or_default();
+            p.0 += 1;
+            p.1 += f.cost_ns.max(0);
+        }
         if self.findings.len() < MAX_FINDINGS {
             self.findings.push(f.clone());
         } else {
@@ -213,8 +222,11 @@ impl Printer for HtmlPrinter {
 
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         self.check()?;
-        // The costliest findings get graphs; their packets come from a second pass.
-        let mut order: Vec<usize> = (0..self.findings.len()).collect();
+        // The costliest findings get graphs; their packets come from a second pass. (Not the
+        // capture-wide ones: no connection of theirs to draw.)
+        let mut order: Vec<usize> = (0..self.findings.len())
+            .filter(|&i| !self.findings[i].capture_wide())
+            .collect();
         order.sort_by_key(|&i| (Reverse(self.findings[i].cost_ns), i));
         order.truncate(MAX_GRAPHS);
         let windows: Vec<(usize, Windows)> = order
@@ -479,11 +491,24 @@ impl HtmlPrinter {
         };
         let mut causes: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
         causes.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        // Only findings about the capture as a whole (a flood, a scan): nothing cost a
+        // connection time, so nothing "cost the most".
+        let capture_wide_only = causes.iter().all(|(id, _)| capture_wide(id));
         if causes.is_empty() {
             let _ = writeln!(
                 h,
                 "<div class=\"answer ok\">No latency cause found in {} connections.</div>",
                 r.tracker.connections
+            );
+        } else if capture_wide_only {
+            let ids: Vec<String> = causes
+                .iter()
+                .map(|c| format!("<b>{}</b>", esc(c.0)))
+                .collect();
+            let _ = writeln!(
+                h,
+                "<div class=\"answer\">No connection lost time to a known cause; found: {}.</div>",
+                ids.join(", ")
             );
         } else {
             let total: i64 = causes.iter().map(|c| c.1.cost_ns).sum();
@@ -500,6 +525,8 @@ impl HtmlPrinter {
                     String::new()
                 }
             );
+        }
+        if !causes.is_empty() {
             let _ = writeln!(h, "<h2>Causes, ranked by time lost</h2>");
             // Horizontal bar chart.
             let row_h = 26;
@@ -514,11 +541,16 @@ impl HtmlPrinter {
                 let y = 5 + row_h * i as i64;
                 let bw = ((c.cost_ns as f64 / max) * (w - left - right) as f64).max(1.0);
                 let conns = self.cause_connections.count(id);
+                let on = if capture_wide(id) {
+                    "the capture as a whole".to_string()
+                } else {
+                    format!("{conns} connection{}", if conns == 1 { "" } else { "s" })
+                };
                 let _ = write!(
                     h,
                     "<a href=\"#cause-{id}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></a>\
                      <rect x=\"{left}\" y=\"{}\" width=\"{bw:.1}\" height=\"{}\" fill=\"#e15759\"/>\
-                     <text x=\"{:.1}\" y=\"{}\">{} &middot; {} finding{} on {} connection{}</text>",
+                     <text x=\"{:.1}\" y=\"{}\">{} &middot; {} finding{} on {on}</text>",
                     left - 8,
                     y + 16,
                     esc(id),
@@ -529,8 +561,6 @@ impl HtmlPrinter {
                     fmt_ms(c.cost_ns),
                     c.count,
                     if c.count == 1 { "" } else { "s" },
-                    conns,
-                    if conns == 1 { "" } else { "s" },
                 );
             }
             let _ = writeln!(h, "</svg>");
@@ -619,16 +649,23 @@ impl HtmlPrinter {
                 .filter(|(_, f)| f.id == id && low(f) == uncertain)
             {
                 n += 1;
+                let about = if f.capture_wide() {
+                    "the capture as a whole".to_string()
+                } else {
+                    format!(
+                        "connection {} &middot; {} &rarr; {}",
+                        f.connection,
+                        esc(&endpoint(f.client.0, f.client.1)),
+                        esc(&endpoint(f.server.0, f.server.1)),
+                    )
+                };
                 let _ = write!(
                     h,
-                    "<section class=\"finding\" id=\"f-{n}\" data-id=\"{}\"><h3>{} &middot; connection {} &middot; {} &rarr; {} <span class=\"cost\">{} lost</span></h3>\
+                    "<section class=\"finding\" id=\"f-{n}\" data-id=\"{}\"><h3>{} &middot; {about} <span class=\"cost\">{} lost</span></h3>\
                      <div class=\"muted\">{} &middot; {}</div><p>{}</p><p><b>Fix:</b> {}</p>\
                      <p>Evidence (Wireshark display filter): <code>{}</code></p>",
                     esc(f.id),
                     esc(f.id),
-                    f.connection,
-                    esc(&endpoint(f.client.0, f.client.1)),
-                    esc(&endpoint(f.server.0, f.server.1)),
                     fmt_ms(f.cost_ns.max(0)),
                     esc(&rfc3339(f.start_ns)),
                     fmt_ms(f.end_ns - f.start_ns),

@@ -271,13 +271,16 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
 }
 
 pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
+    // A capture-wide finding concerns many connections (named in its details): no
+    // connection, client or server.
+    let one = !f.capture_wide();
     json!({
         "type": "finding",
         "version": SCHEMA_VERSION,
         "id": f.id,
-        "connection": f.connection,
-        "client": endpoint(f.client.0, f.client.1),
-        "server": endpoint(f.server.0, f.server.1),
+        "connection": one.then_some(f.connection),
+        "client": one.then(|| endpoint(f.client.0, f.client.1)),
+        "server": one.then(|| endpoint(f.server.0, f.server.1)),
         "start": rfc3339(f.start_ns),
         "end": rfc3339(f.end_ns),
         "start_ns": f.start_ns,

@@ -253,13 +253,18 @@ impl TextPrinter {
             let cost = fmt_ms(c.cost_ns);
             let plain_lead = format!("{:>2}. {id}: {cost} ", i + 1);
             let conns = self.cause_connections.count(id);
-            let rest = format!(
-                "lost in {} finding{} on {} connection{}",
-                c.count,
-                if c.count == 1 { "" } else { "s" },
-                conns,
-                if conns == 1 { "" } else { "s" },
-            );
+            let capture_wide = c.example.as_ref().is_some_and(|f| f.capture_wide());
+            let rest = if capture_wide {
+                "lost: about the capture as a whole, no connection waited on it".to_string()
+            } else {
+                format!(
+                    "lost in {} finding{} on {} connection{}",
+                    c.count,
+                    if c.count == 1 { "" } else { "s" },
+                    conns,
+                    if conns == 1 { "" } else { "s" },
+                )
+            };
             writeln!(
                 self.out,
                 "{:>2}. {}: {} {}",
@@ -269,7 +274,11 @@ impl TextPrinter {
                 st.wrap(plain_lead.chars().count(), &rest, 4)
             )?;
             if let Some(f) = &c.example {
-                let lead = format!("    e.g. connection {}: ", f.connection);
+                let lead = if f.capture_wide() {
+                    "    ".to_string()
+                } else {
+                    format!("    e.g. connection {}: ", f.connection)
+                };
                 writeln!(
                     self.out,
                     "{lead}{}",
@@ -642,13 +651,18 @@ impl Printer for TextPrinter {
 
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
         if self.live && self.err.is_none() {
-            let r = writeln!(self.out, "[{}] {}: {}", f.id, f.connection, f.explanation)
+            let on = if f.capture_wide() {
+                "capture".to_string()
+            } else {
+                f.connection.to_string()
+            };
+            let r = writeln!(self.out, "[{}] {on}: {}", f.id, f.explanation)
                 .and_then(|_| self.out.flush());
             if let Err(e) = r {
                 self.err = Some(e);
             }
         }
-        if self.details.wants(f.connection) {
+        if self.details.wants(f.connection) && !f.capture_wide() {
             let p = self.details.pending.entry(f.connection).or_default();
             if p.findings.len() < DETAIL_FINDINGS {
                 p.findings.push(f.clone());
@@ -662,7 +676,9 @@ impl Printer for TextPrinter {
         let c = ranked.entry(f.id).or_default();
         c.count += 1;
         c.cost_ns += f.cost_ns.max(0);
-        self.cause_connections.finding(f.connection, f.id);
+        if !f.capture_wide() {
+            self.cause_connections.finding(f.connection, f.id);
+        }
         if c.example.as_ref().is_none_or(|e| f.cost_ns > e.cost_ns) {
             c.example = Some(f.clone());
         }
