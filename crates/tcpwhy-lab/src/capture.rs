@@ -139,6 +139,19 @@ fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// Creates (or empties) the file `path` for writing, refusing a symbolic link as its last
+/// component (ELOOP): the lab runs as root, and a link another user planted in a shared
+/// directory would otherwise have root overwrite the link's target.
+pub fn create_no_follow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
 /// Writes a nanosecond-resolution pcap.
 pub struct PcapWriter {
     out: BufWriter<File>,
@@ -148,7 +161,7 @@ pub struct PcapWriter {
 
 impl PcapWriter {
     pub fn create(path: &Path, snaplen: u32, linktype: u32) -> io::Result<PcapWriter> {
-        let mut out = BufWriter::new(File::create(path)?);
+        let mut out = BufWriter::new(create_no_follow(path)?);
         // pcap header: nanosecond magic, version 2.4, zone 0, sigfigs 0, snaplen, link type.
         for v in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, snaplen, linktype] {
             out.write_all(&v.to_le_bytes())?;
@@ -175,5 +188,34 @@ impl PcapWriter {
     pub fn finish(mut self) -> io::Result<u64> {
         self.out.flush()?;
         Ok(self.packets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link planted where a capture is to be written is refused, and its target is left
+    /// as it was; a plain file there is emptied and rewritten.
+    #[test]
+    fn a_capture_never_follows_a_planted_link() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").expect("write the victim");
+        let link = dir.path().join("stale-syn-timewait-broken.pcap");
+        std::os::unix::fs::symlink(&victim, &link).expect("plant the link");
+        let e = PcapWriter::create(&link, 128, 1)
+            .err()
+            .expect("the link must be refused");
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ELOOP), "{e}");
+        assert_eq!(std::fs::read(&victim).ok(), Some(b"precious".to_vec()));
+
+        let plain = dir.path().join("plain.pcap");
+        std::fs::write(&plain, vec![9u8; 1000]).expect("an earlier capture");
+        let w = PcapWriter::create(&plain, 128, 1).expect("a plain file is rewritten");
+        drop(w);
+        let bytes = std::fs::read(&plain).expect("read it back");
+        assert_eq!(bytes.len(), 24, "only the new pcap header");
+        assert_eq!(&bytes[..4], &0xa1b2_3c4du32.to_le_bytes());
     }
 }

@@ -9,10 +9,10 @@
 //! and the second pass reads the copy. The copy is unlinked as soon as it is created: nothing
 //! is left in the temporary directory, even when tcpwhy is killed.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tcpwhy_capture::{Capture, CaptureError, FileReader, ReadOptions};
 
@@ -151,30 +151,11 @@ fn error(name: &str, message: String) -> CaptureError {
     }
 }
 
-/// A new file in `dir`, readable and writable by this user only, already unlinked.
+/// A new file in `dir` that has no name there (O_TMPFILE; where the file system lacks it, a
+/// random name created exclusively and unlinked at once): readable and writable by this user
+/// only, never a file another user could have planted or can open.
 fn create_copy(dir: &Path) -> io::Result<File> {
-    for n in 0..100 {
-        let path: PathBuf = dir.join(format!(".tcpwhy-{}-{n}.copy", std::process::id()));
-        let created = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path);
-        match created {
-            Ok(file) => {
-                std::fs::remove_file(&path)?;
-                return Ok(file);
-            }
-            // A name another tcpwhy of the same pid (another namespace) holds right now.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        "100 names taken",
-    ))
+    tempfile::tempfile_in(dir)
 }
 
 /// Reads `inner` and appends what it gives to the copy. A copy that cannot be written (the
@@ -240,6 +221,7 @@ impl Read for Copied {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn copy_in(file: File) -> Copy {
         Copy {
@@ -273,6 +255,37 @@ mod tests {
         .read_to_end(&mut again)
         .map(|_| again);
         (first, read)
+    }
+
+    #[test]
+    fn the_copy_has_no_name_another_user_could_plant_or_open() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        // The names an earlier version used, planted as links to a file of the victim's.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").expect("write the victim");
+        for n in 0..3 {
+            let name = format!(".tcpwhy-{}-{n}.copy", std::process::id());
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).expect("plant");
+        }
+        let before: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.map(|e| e.file_name()).ok())
+            .collect();
+        let copy = copy_in(create_copy(dir.path()).expect("a copy"));
+        let after: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.map(|e| e.file_name()).ok())
+            .collect();
+        assert_eq!(
+            before.len(),
+            after.len(),
+            "the copy shows no name in the directory"
+        );
+        let bytes = vec![5u8; 10_000];
+        let (first, again) = through(&bytes, &copy);
+        assert_eq!(first, bytes);
+        assert_eq!(again.ok(), Some(bytes));
+        assert_eq!(std::fs::read(&victim).ok(), Some(b"precious".to_vec()));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tcpwhy_lab::matrix::{self, Cell, Vantage};
@@ -211,9 +212,12 @@ fn select(args: &RunArgs, cells: bool) -> Result<Vec<&'static Scenario>, String>
         .collect()
 }
 
-fn capture_target(args: &RunArgs, several: bool) -> CaptureTarget {
-    match &args.capture {
-        None => CaptureTarget::Dir(PathBuf::from("/tmp/tcpwhy-lab")),
+/// Where the captures go. Without `--capture`, a new directory of this run's own under
+/// `TMPDIR` (or /tmp): made atomically with a random name and mode 0700, so no other user can
+/// have planted a link where root writes, nor read the captures.
+fn capture_target(args: &RunArgs, several: bool) -> io::Result<CaptureTarget> {
+    Ok(match &args.capture {
+        None => CaptureTarget::Dir(private_dir(&std::env::temp_dir())?),
         Some(p) if p.is_dir() || p.to_string_lossy().ends_with('/') => {
             CaptureTarget::Dir(p.clone())
         }
@@ -227,7 +231,16 @@ fn capture_target(args: &RunArgs, several: bool) -> CaptureTarget {
                 .map_or("pcap".into(), |s| s.to_string_lossy().into_owned());
             CaptureTarget::Prefix(dir, stem, ext, several)
         }
-    }
+    })
+}
+
+/// A new directory `tcpwhy-lab-XXXXXX` in `parent`, mode 0700, kept after the run.
+fn private_dir(parent: &Path) -> io::Result<PathBuf> {
+    let dir = tempfile::Builder::new()
+        .prefix("tcpwhy-lab-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)?;
+    Ok(dir.keep())
 }
 
 fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
@@ -276,7 +289,13 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
     }
     let mut ctx = Ctx {
         opts: RunOptions {
-            capture: capture_target(args, several),
+            capture: match capture_target(args, several) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tcpwhy lab run: cannot make a directory for the captures: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            },
             quick: args.quick,
             rfc1337: args.rfc1337,
             seconds: args.seconds,
@@ -394,6 +413,10 @@ fn run_scenarios(args: &RunArgs, out: &mut impl Write) -> io::Result<ExitCode> {
         out.flush()?;
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The run's own directory is removed when no scenario wrote a capture in it.
+    if let (None, CaptureTarget::Dir(dir)) = (&args.capture, &ctx.opts.capture) {
+        let _ = std::fs::remove_dir(dir);
+    }
     if ctx.interrupted() {
         eprintln!("tcpwhy lab: interrupted; everything the run set up was removed");
         return Ok(ExitCode::from(130));
@@ -513,4 +536,28 @@ fn print_outcome(out: &mut impl Write, o: &Outcome, own: Vantage, secs: f64) -> 
     }
     writeln!(out, "   ({secs:.1} s)")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each run's default directory is new, private (0700) and where TMPDIR says; a name
+    /// another user planted in the parent beforehand is never the one chosen.
+    #[test]
+    fn the_default_capture_directory_is_private_and_new() {
+        let parent = tempfile::tempdir().expect("a temporary directory");
+        let planted = parent.path().join("tcpwhy-lab");
+        std::os::unix::fs::symlink("/etc", &planted).expect("plant a link");
+        let a = private_dir(parent.path()).expect("a directory");
+        let b = private_dir(parent.path()).expect("another");
+        assert_ne!(a, b);
+        for d in [&a, &b] {
+            assert_eq!(d.parent(), Some(parent.path()));
+            assert_ne!(d, &planted);
+            let m = std::fs::symlink_metadata(d).expect("it exists");
+            assert!(m.is_dir() && !m.file_type().is_symlink());
+            assert_eq!(m.permissions().mode() & 0o777, 0o700, "{}", d.display());
+        }
+    }
 }
