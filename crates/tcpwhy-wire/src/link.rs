@@ -20,23 +20,6 @@ impl LinkType {
     pub const IPV4: LinkType = LinkType(228);
     pub const IPV6: LinkType = LinkType(229);
     pub const LINUX_SLL2: LinkType = LinkType(276);
-
-    /// Whether tcpwhy decodes this link type.
-    pub fn is_supported(self) -> bool {
-        matches!(
-            self,
-            Self::NULL
-                | Self::ETHERNET
-                | Self::DLT_RAW_12
-                | Self::DLT_RAW_14
-                | Self::RAW
-                | Self::LOOP
-                | Self::LINUX_SLL
-                | Self::IPV4
-                | Self::IPV6
-                | Self::LINUX_SLL2
-        )
-    }
 }
 
 /// Which IP version the link layer announced.
