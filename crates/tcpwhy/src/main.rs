@@ -139,12 +139,13 @@ pub fn printable(s: &str) -> String {
 }
 
 fn explain(id: Option<&str>) -> io::Result<ExitCode> {
-    use std::io::Write;
+    use std::io::{IsTerminal, Write};
     let mut out = io::stdout().lock();
     let infos = tcpwhy_detect::infos();
     let Some(id) = id else {
+        let width = infos.iter().map(|i| i.id.len()).max().unwrap_or(0);
         for i in &infos {
-            writeln!(out, "{:<20} {}", i.id, i.title)?;
+            writeln!(out, "{:<width$}  {}", i.id, i.title)?;
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -152,15 +153,72 @@ fn explain(id: Option<&str>) -> io::Result<ExitCode> {
         eprintln!("tcpwhy explain: no finding {id:?}; `tcpwhy explain` lists them");
         return Ok(ExitCode::from(2));
     };
-    // The detector's documentation is its file's opening `//!` comment.
-    for line in info.doc.lines().take_while(|l| l.starts_with("//!")) {
-        writeln!(
-            out,
-            "{}",
-            line.trim_start_matches("//!")
-                .strip_prefix(' ')
-                .unwrap_or("")
-        )?;
+    let bold =
+        io::stdout().is_terminal() && !std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    // The detector's documentation is its file's opening `//!` comment (Markdown, as rustdoc
+    // shows it); rendered for a terminal.
+    let doc = info
+        .doc
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").strip_prefix(' ').unwrap_or(""));
+    for line in doc {
+        writeln!(out, "{}", render_doc_line(line, bold))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of a detector's Markdown documentation for a terminal: a `# ` heading becomes the
+/// title underlined, `**strong**` becomes bold (with `bold`) or plain text.
+fn render_doc_line(line: &str, bold: bool) -> String {
+    let (on, off) = if bold {
+        ("\x1b[1m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
+    if let Some(title) = line.strip_prefix("# ") {
+        let underline = "=".repeat(title.chars().count());
+        return format!("{on}{title}{off}\n{underline}");
+    }
+    let mut out = String::with_capacity(line.len());
+    for (n, part) in line.split("**").enumerate() {
+        if n % 2 == 1 {
+            out.push_str(on);
+            out.push_str(part);
+            out.push_str(off);
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_doc_line;
+
+    #[test]
+    fn explain_renders_markdown_for_a_terminal() {
+        assert_eq!(
+            render_doc_line("# zero-window: the receiver stopped", false),
+            "zero-window: the receiver stopped\n================================="
+        );
+        assert_eq!(
+            render_doc_line("**Signal.** A window of 0, then **three** probes.", false),
+            "Signal. A window of 0, then three probes."
+        );
+        assert_eq!(
+            render_doc_line("**Cost.** the wait", true),
+            "\x1b[1mCost.\x1b[0m the wait"
+        );
+        // Every detector's documentation: strong text opens and closes on one line, so no
+        // `**` is left for the terminal.
+        for info in tcpwhy_detect::infos() {
+            for line in info.doc.lines().take_while(|l| l.starts_with("//!")) {
+                let r = render_doc_line(line.trim_start_matches("//!"), false);
+                assert!(!r.contains("**"), "{}: {line}", info.id);
+                assert_eq!(line.matches("**").count() % 2, 0, "{}: {line}", info.id);
+            }
+        }
+    }
 }

@@ -288,8 +288,9 @@ fn fail_on_disable_and_explain() {
     assert_eq!(conns.len(), 1);
     let out = tcpwhy(&["explain", "syn-stale-state"]);
     let doc = String::from_utf8_lossy(&out.stdout);
-    assert!(doc.starts_with("# syn-stale-state"), "{doc}");
-    assert!(doc.contains("**Known false positives.**"));
+    assert!(doc.starts_with("syn-stale-state: "), "{doc}");
+    assert!(!doc.contains("**"), "rendered for a terminal: {doc}");
+    assert!(doc.contains("\nKnown false positives."));
     let out = tcpwhy(&["explain"]);
     let list = String::from_utf8_lossy(&out.stdout);
     for id in [

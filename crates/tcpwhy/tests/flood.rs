@@ -393,7 +393,7 @@ fn the_findings_are_registered() {
         assert_eq!(out.status.code(), Some(0));
         let doc = String::from_utf8_lossy(&out.stdout);
         assert!(
-            doc.contains("**Thresholds.**") && doc.contains("**Cost.** None"),
+            doc.contains("\nThresholds.") && doc.contains("\nCost. None") && !doc.contains("**"),
             "{doc}"
         );
         let list = String::from_utf8_lossy(&tcpwhy(&["explain"]).stdout).to_string();

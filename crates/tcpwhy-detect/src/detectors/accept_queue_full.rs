@@ -22,7 +22,7 @@
 //! looks alike; then the server's later data ACKs arrive without waiting for an accept().
 //!
 //! **References.** Linux tcp_check_req / tcp_v4_syn_recv_sock (listen overflow),
-//! net.core.somaxconn, tcp_abort_on_overflow; tcp-signatures.md section 2.
+//! net.core.somaxconn, tcp_abort_on_overflow; docs/tcp-signatures.md section 2.
 
 use super::fast_retransmit::FastRetransmits;
 use super::rto_retransmission::Timeouts;

@@ -11,7 +11,7 @@
 //! **Known false positives.** A capture that starts or ends mid-flight sees a few such bytes.
 //! Connections carrying IP fragments are skipped (tcpwhy does not reassemble them).
 //!
-//! **References.** tcp-signatures.md section 10; Wireshark's "ACKed segment that wasn't
+//! **References.** docs/tcp-signatures.md section 10; Wireshark's "ACKed segment that wasn't
 //! captured".
 
 use crate::{Detector, Finding, Info};

@@ -20,7 +20,7 @@
 //! user. A wait of a second or more is that more often than not (a real client stalls for
 //! tens or hundreds of milliseconds): its confidence is low.
 //!
-//! **References.** tcp-signatures.md section 7.
+//! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f, Level};

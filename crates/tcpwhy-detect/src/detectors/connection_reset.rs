@@ -26,7 +26,7 @@
 //! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
 //! yet the data in flight was still thrown away.
 //!
-//! **References.** RFC 9293 section 3.10.7.3; tcp-signatures.md section 1 (a lost RST).
+//! **References.** RFC 9293 section 3.10.7.3; docs/tcp-signatures.md section 1 (a lost RST).
 
 use super::{side_name, ConnState, WHOLE};
 use crate::finding::{ms, ms_f};

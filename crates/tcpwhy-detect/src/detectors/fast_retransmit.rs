@@ -10,7 +10,7 @@
 //! **Known false positives.** Reordering beyond the duplicate-ACK threshold triggers spurious
 //! fast retransmits (D-SACK then shows them).
 //!
-//! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; tcp-signatures.md section 5.
+//! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; docs/tcp-signatures.md section 5.
 
 use super::retx::{evidence, Retx};
 use super::side_name;

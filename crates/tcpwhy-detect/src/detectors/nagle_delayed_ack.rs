@@ -14,7 +14,7 @@
 //! data from the peer sent after the ACK (then B answers that data: a new request).
 //!
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
-//! tcp_minshall_check; tcp-signatures.md section 4; seed 001.
+//! tcp_minshall_check; docs/tcp-signatures.md section 4.
 
 use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};

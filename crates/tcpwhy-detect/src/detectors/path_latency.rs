@@ -20,7 +20,7 @@
 //! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
 //! latency; its cure is on the path, not in the end hosts.
 //!
-//! **References.** tcp-signatures.md section 7.
+//! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
 use crate::finding::{ms, ms_f};

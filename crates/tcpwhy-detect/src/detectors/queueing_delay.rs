@@ -21,7 +21,7 @@
 //! is not measured.
 //!
 //! **References.** Gettys and Nichols, "Bufferbloat: Dark Buffers in the Internet" (2011);
-//! RFC 8289 (CoDel), RFC 8290 (fq_codel); tcp-signatures.md section 7.
+//! RFC 8289 (CoDel), RFC 8290 (fq_codel); docs/tcp-signatures.md section 7.
 
 use super::{server_delay, ConnState, MS};
 use crate::finding::{ms, ms_f};

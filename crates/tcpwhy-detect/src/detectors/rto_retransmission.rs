@@ -15,7 +15,7 @@
 //! **Known false positives.** A capture that missed the duplicate ACKs (capture loss) makes a
 //! fast retransmit look like a timeout; spurious timeouts (delay spikes) look the same.
 //!
-//! **References.** RFC 6298, RFC 8985 (RACK-TLP); tcp-signatures.md section 5.
+//! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
 use super::retx::{evidence, Retx};
 use super::side_name;

@@ -16,7 +16,7 @@
 //! **Known false positives.** Needs the handshake (window scale); a sender that is also
 //! application-limited right at the edge looks alike now and then, hence at least 3 waits.
 //!
-//! **References.** RFC 7323 (window scale), RFC 9293 section 3.8.6; tcp-signatures.md
+//! **References.** RFC 7323 (window scale), RFC 9293 section 3.8.6; docs/tcp-signatures.md
 //! section 6.
 
 use super::{rtt_ns, side_name, ConnState, MS};

@@ -34,7 +34,7 @@
 //! `rwnd-limited`).
 //!
 //! **References.** Zhou et al., "Demystifying and Mitigating TCP Stalls at the Server Side"
-//! (TAPO, CoNEXT 2015); tcp-signatures.md section 7.
+//! (TAPO, CoNEXT 2015); docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};

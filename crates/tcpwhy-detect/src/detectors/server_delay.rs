@@ -27,7 +27,7 @@
 //! push, streaming, long polling) look like slow answers. The capture point's share of the
 //! round trip comes from the handshake; without a handshake the whole gap is counted.
 //!
-//! **References.** tcp-signatures.md section 7.
+//! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f};

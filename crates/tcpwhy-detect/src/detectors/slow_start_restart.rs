@@ -37,7 +37,7 @@
 //! at the burst's start.
 //!
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
-//! tcp-signatures.md section 3; seed 002.
+//! docs/tcp-signatures.md section 3.
 
 use super::{rtt_ns, side_name, ConnState, Extras, MS};
 use crate::finding::{ms, ms_f};

@@ -20,7 +20,7 @@
 //! long path may not yet have reached the sender when it resent: the resend was spurious all
 //! the same (the receiver had the data), but the sender could not have known.
 //!
-//! **References.** RFC 2883 (D-SACK), RFC 3522 (Eifel), RFC 5682 (F-RTO); tcp-signatures.md
+//! **References.** RFC 2883 (D-SACK), RFC 3522 (Eifel), RFC 5682 (F-RTO); docs/tcp-signatures.md
 //! section 5.
 
 use super::retx::{evidence, Retx};

@@ -11,7 +11,7 @@
 //! **Known false positives.** A listener whose accept queue is full with
 //! net.ipv4.tcp_abort_on_overflow=1 also answers with resets.
 //!
-//! **References.** RFC 9293 section 3.10.7.1; tcp-signatures.md section 2.
+//! **References.** RFC 9293 section 3.10.7.1; docs/tcp-signatures.md section 2.
 
 use super::{side_name, ConnState, WHOLE};
 use crate::finding::ms;

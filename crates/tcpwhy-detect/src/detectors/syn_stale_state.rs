@@ -18,9 +18,9 @@
 //! TIME-WAIT from a stale socket (the peer state is then "unknown"). Middleboxes that answer
 //! SYNs with ACKs (some SYN-proxy firewalls) show the same exchange.
 //!
-//! **References.** tcp-signatures.md section 1; Linux tcp_timewait_state_process
+//! **References.** docs/tcp-signatures.md section 1; Linux tcp_timewait_state_process
 //! (net/ipv4/tcp_minisocks.c), RFC 5961 section 4.2 (challenge ACK), commit 9603d47bad46
-//! (2-jiffy retry); seeds 000 and 004.
+//! (2-jiffy retry).
 
 use super::{ConnState, MS, WHOLE};
 use crate::finding::ms;

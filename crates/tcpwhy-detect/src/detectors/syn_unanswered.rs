@@ -16,7 +16,7 @@
 //! **Known false positives.** A capture that misses the SYN-ACKs (asymmetric routing, capture
 //! loss) shows the same retries. SYNs answered by a stale ACK are `syn-stale-state` instead.
 //!
-//! **References.** tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
+//! **References.** docs/tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
 use super::{ConnState, WHOLE};

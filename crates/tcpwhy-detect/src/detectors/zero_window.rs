@@ -11,7 +11,7 @@
 //! **Known false positives.** None known for the stall itself; its cause is the receiving
 //! application (or a receive buffer too small for the rate).
 //!
-//! **References.** RFC 9293 section 3.8.6.1 (zero-window probing); tcp-signatures.md
+//! **References.** RFC 9293 section 3.8.6.1 (zero-window probing); docs/tcp-signatures.md
 //! section 6.
 
 use super::{side_name, ConnState};
