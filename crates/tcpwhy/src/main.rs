@@ -154,7 +154,7 @@ fn explain(id: Option<&str>) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let bold =
-        io::stdout().is_terminal() && !std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     // The detector's documentation is its file's opening `//!` comment (Markdown, as rustdoc
     // shows it); rendered for a terminal.
     let doc = info
