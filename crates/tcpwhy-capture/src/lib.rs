@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod file;
+pub mod live;
 mod open;
 mod pcap;
 

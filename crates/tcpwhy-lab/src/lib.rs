@@ -6,7 +6,8 @@
 //! with and without its fix.
 #![forbid(unsafe_code)]
 
-pub mod capture;
+/// Live capture and the pcap writer live in tcpwhy-capture; the lab records with them.
+pub use tcpwhy_capture::live as capture;
 pub mod emulator;
 pub mod matrix;
 pub mod os;

@@ -392,14 +392,14 @@ fn printer(
 
 /// `--interface`: capture live (AF_PACKET, the lab's capture module) until Ctrl-C.
 fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode> {
-    let mut cap = match tcpwhy_lab::capture::LiveCapture::open(Some(iface)) {
+    let mut cap = match tcpwhy_capture::live::LiveCapture::open(Some(iface)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: --interface {iface}: {e}");
             return Ok(ExitCode::from(2));
         }
     };
-    let stop = tcpwhy_lab::os::interrupt_flag()?;
+    let stop = interrupt_flag()?;
     let mut printer = printer(args, None, &cfg)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
@@ -409,7 +409,7 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         ids: Default::default(),
     };
     let mut det = Detectors::new(&args.disable, &mut to);
-    while !tcpwhy_lab::os::interrupted(&stop) {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         if let Some(p) = cap.next()? {
             frame += 1;
             analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
@@ -435,4 +435,14 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
     };
     printer.summary(&report)?;
     Ok(fail_on(args, &found))
+}
+
+/// A flag set by SIGINT or SIGTERM: live analysis ends at the next packet or timeout and
+/// prints its summary.
+fn interrupt_flag() -> io::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&flag))?;
+    }
+    Ok(flag)
 }

@@ -1,5 +1,6 @@
-//! Live capture with an AF_PACKET socket, and a small pcap writer. Used by the lab to record
-//! each scenario on a veth, and by `tcpwhy analyze --interface` for live analysis.
+//! Live capture with an AF_PACKET socket (Linux), and a small pcap writer: the inputs and
+//! outputs that are not files to read. `tcpwhy analyze --interface` analyses what it
+//! captures; the lab records each scenario on a veth with it.
 //!
 //! One `recvmsg` per frame, kernel timestamps (SO_TIMESTAMPNS), original lengths (MSG_TRUNC).
 //! Both directions of the chosen interface are seen once each.
