@@ -24,6 +24,7 @@ pub static INFO: Info = Info {
     doc: include_str!("capture_loss.rs"),
 };
 
+#[derive(Default)]
 pub struct CaptureLoss;
 
 impl Detector for CaptureLoss {

@@ -1,26 +1,11 @@
 //! The registry: every detector, one file each.
 
 mod accept_queue_full;
-mod capture_loss;
-mod client_delay;
-mod connection_reset;
 mod fast_retransmit;
-mod nagle_delayed_ack;
-mod path_latency;
-mod queueing_delay;
-mod retx;
 mod rto_retransmission;
-mod rwnd_limited;
-mod sender_limited;
-mod server_delay;
-mod slow_start_restart;
 mod spurious_retransmission;
 pub(crate) mod syn_flood;
-mod syn_refused;
 pub(crate) mod syn_scan;
-mod syn_stale_state;
-mod syn_unanswered;
-mod zero_window;
 
 use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
@@ -29,104 +14,116 @@ use tcpwhy_track::{At, Connection, Side};
 /// summary (`crate::half_open`), not by a per-connection detector.
 pub static CAPTURE_WIDE: [&Info; 2] = [&syn_flood::INFO, &syn_scan::INFO];
 
-pub fn all() -> Vec<Box<dyn Detector>> {
-    vec![
-        Box::new(syn_stale_state::SynStaleState::default()),
-        Box::new(syn_unanswered::SynUnanswered::default()),
-        Box::new(syn_refused::SynRefused::default()),
-        Box::new(slow_start_restart::SlowStartRestart::default()),
-        Box::new(nagle_delayed_ack::NagleDelayedAck::default()),
-        Box::new(retx::Retransmissions::default()),
-        Box::new(zero_window::ZeroWindow::default()),
-        Box::new(server_delay::ServerDelay::default()),
-        Box::new(path_latency::PathLatency::default()),
-        Box::new(client_delay::ClientDelay::default()),
-        Box::new(rwnd_limited::RwndLimited::default()),
-        Box::new(sender_limited::SenderLimited::default()),
-        Box::new(connection_reset::ConnectionReset::default()),
-        Box::new(queueing_delay::QueueingDelay::default()),
-        Box::new(capture_loss::CaptureLoss),
-    ]
+/// Declares the per-connection detectors, each once: its module (a file of this directory)
+/// and its type. From the one list come the modules, [`all`], and [`Set`], which holds one of
+/// each and calls them directly, in this order, at every packet, stall and finished
+/// connection (static dispatch: the compiler sees each detector's early returns). A detector
+/// that serves several ids names the others in `Detector::also` (retx: timeout, fast and
+/// spurious retransmissions and the accept queue's drops, all read from the same resends).
+macro_rules! registry {
+    ($($m:ident: $t:ident),* $(,)?) => {
+        $(mod $m;)*
+
+        /// One of each detector, in registry order.
+        pub fn all() -> Vec<Box<dyn Detector>> {
+            vec![$(Box::new(<$m::$t>::default())),*]
+        }
+
+        /// Which detectors are on (a field per detector).
+        #[derive(Clone, Copy)]
+        struct On {
+            $($m: bool,)*
+        }
+
+        /// Every detector, each on unless all its ids are disabled.
+        pub(crate) struct Set {
+            on: On,
+            $($m: $m::$t,)*
+        }
+
+        impl Set {
+            /// All detectors except those whose every id is in `disabled`; a detector serving
+            /// several ids is told which of them to drop.
+            pub fn new(disabled: &[String]) -> Set {
+                let mut on = On { $($m: true,)* };
+                $(
+                    let mut $m = <$m::$t>::default();
+                    on.$m = enable(&mut $m, disabled);
+                )*
+                Set { on, $($m,)* }
+            }
+
+            #[inline]
+            fn each_segment(
+                &mut self,
+                cs: &mut ConnState,
+                c: &Connection,
+                ev: &tcpwhy_track::SegmentEvent<'_>,
+                out: &mut Vec<crate::Finding>,
+            ) {
+                $(if self.on.$m {
+                    Detector::segment(&mut self.$m, cs, c, ev, out);
+                })*
+            }
+
+            pub fn stall(
+                &mut self,
+                cs: &mut ConnState,
+                c: &Connection,
+                st: &crate::Stall,
+                out: &mut Vec<crate::Finding>,
+            ) {
+                $(if self.on.$m {
+                    Detector::stall(&mut self.$m, cs, c, st, out);
+                })*
+            }
+
+            pub fn finished(
+                &mut self,
+                cs: &mut ConnState,
+                c: &Connection,
+                out: &mut Vec<crate::Finding>,
+            ) {
+                $(if self.on.$m {
+                    Detector::finished(&mut self.$m, cs, c, out);
+                })*
+            }
+        }
+    };
 }
 
-/// Every detector, called directly in registry order (no dynamic dispatch per packet: the
-/// compiler sees each detector's early returns), each on unless all its ids are disabled.
-pub(crate) struct Set {
-    on: [bool; 15],
-    syn_stale_state: syn_stale_state::SynStaleState,
-    syn_unanswered: syn_unanswered::SynUnanswered,
-    syn_refused: syn_refused::SynRefused,
-    slow_start_restart: slow_start_restart::SlowStartRestart,
-    nagle_delayed_ack: nagle_delayed_ack::NagleDelayedAck,
-    retx: retx::Retransmissions,
-    zero_window: zero_window::ZeroWindow,
-    server_delay: server_delay::ServerDelay,
-    path_latency: path_latency::PathLatency,
-    client_delay: client_delay::ClientDelay,
-    rwnd_limited: rwnd_limited::RwndLimited,
-    sender_limited: sender_limited::SenderLimited,
-    connection_reset: connection_reset::ConnectionReset,
-    queueing_delay: queueing_delay::QueueingDelay,
-    capture_loss: capture_loss::CaptureLoss,
+registry! {
+    syn_stale_state: SynStaleState,
+    syn_unanswered: SynUnanswered,
+    syn_refused: SynRefused,
+    slow_start_restart: SlowStartRestart,
+    nagle_delayed_ack: NagleDelayedAck,
+    retx: Retransmissions,
+    zero_window: ZeroWindow,
+    server_delay: ServerDelay,
+    path_latency: PathLatency,
+    client_delay: ClientDelay,
+    rwnd_limited: RwndLimited,
+    sender_limited: SenderLimited,
+    connection_reset: ConnectionReset,
+    queueing_delay: QueueingDelay,
+    capture_loss: CaptureLoss,
+}
+
+/// Tell `d` which of its ids `disabled` turns off; whether any of them is left on.
+fn enable(d: &mut dyn Detector, disabled: &[String]) -> bool {
+    let off = |id: &str| disabled.iter().any(|x| x == id);
+    let ids: Vec<&'static str> = std::iter::once(d.info())
+        .chain(d.also().iter().copied())
+        .map(|i| i.id)
+        .collect();
+    for id in ids.iter().filter(|id| off(id)) {
+        d.disable(id);
+    }
+    !ids.iter().all(|id| off(id))
 }
 
 impl Set {
-    /// All detectors except those whose every id is in `disabled`; a detector serving several
-    /// ids is told which of them to drop.
-    pub fn new(disabled: &[String]) -> Set {
-        let mut set = Set {
-            on: [true; 15],
-            syn_stale_state: Default::default(),
-            syn_unanswered: Default::default(),
-            syn_refused: Default::default(),
-            slow_start_restart: Default::default(),
-            nagle_delayed_ack: Default::default(),
-            retx: Default::default(),
-            zero_window: Default::default(),
-            server_delay: Default::default(),
-            path_latency: Default::default(),
-            client_delay: Default::default(),
-            rwnd_limited: Default::default(),
-            sender_limited: Default::default(),
-            connection_reset: Default::default(),
-            queueing_delay: Default::default(),
-            capture_loss: capture_loss::CaptureLoss,
-        };
-        let off = |id: &str| disabled.iter().any(|x| x == id);
-        for i in 0..set.on.len() {
-            let d = set.get_mut(i);
-            let ids: Vec<&'static str> = std::iter::once(d.info())
-                .chain(d.also().iter().copied())
-                .map(|i| i.id)
-                .collect();
-            for id in ids.iter().filter(|id| off(id)) {
-                d.disable(id);
-            }
-            set.on[i] = !ids.iter().all(|id| off(id));
-        }
-        set
-    }
-
-    fn get_mut(&mut self, i: usize) -> &mut dyn Detector {
-        match i {
-            0 => &mut self.syn_stale_state,
-            1 => &mut self.syn_unanswered,
-            2 => &mut self.syn_refused,
-            3 => &mut self.slow_start_restart,
-            4 => &mut self.nagle_delayed_ack,
-            5 => &mut self.retx,
-            6 => &mut self.zero_window,
-            7 => &mut self.server_delay,
-            8 => &mut self.path_latency,
-            9 => &mut self.client_delay,
-            10 => &mut self.rwnd_limited,
-            11 => &mut self.sender_limited,
-            12 => &mut self.connection_reset,
-            13 => &mut self.queueing_delay,
-            _ => &mut self.capture_loss,
-        }
-    }
-
     #[inline]
     pub fn segment(
         &mut self,
@@ -144,153 +141,7 @@ impl Set {
         {
             cs.set_first_syn(c, ev.at);
         }
-        if self.on[0] {
-            Detector::segment(&mut self.syn_stale_state, cs, c, ev, out);
-        }
-        if self.on[1] {
-            Detector::segment(&mut self.syn_unanswered, cs, c, ev, out);
-        }
-        if self.on[2] {
-            Detector::segment(&mut self.syn_refused, cs, c, ev, out);
-        }
-        if self.on[3] {
-            Detector::segment(&mut self.slow_start_restart, cs, c, ev, out);
-        }
-        if self.on[4] {
-            Detector::segment(&mut self.nagle_delayed_ack, cs, c, ev, out);
-        }
-        if self.on[5] {
-            Detector::segment(&mut self.retx, cs, c, ev, out);
-        }
-        if self.on[6] {
-            Detector::segment(&mut self.zero_window, cs, c, ev, out);
-        }
-        if self.on[7] {
-            Detector::segment(&mut self.server_delay, cs, c, ev, out);
-        }
-        if self.on[8] {
-            Detector::segment(&mut self.path_latency, cs, c, ev, out);
-        }
-        if self.on[9] {
-            Detector::segment(&mut self.client_delay, cs, c, ev, out);
-        }
-        if self.on[10] {
-            Detector::segment(&mut self.rwnd_limited, cs, c, ev, out);
-        }
-        if self.on[11] {
-            Detector::segment(&mut self.sender_limited, cs, c, ev, out);
-        }
-        if self.on[12] {
-            Detector::segment(&mut self.connection_reset, cs, c, ev, out);
-        }
-        if self.on[13] {
-            Detector::segment(&mut self.queueing_delay, cs, c, ev, out);
-        }
-        if self.on[14] {
-            Detector::segment(&mut self.capture_loss, cs, c, ev, out);
-        }
-    }
-
-    pub fn stall(
-        &mut self,
-        cs: &mut ConnState,
-        c: &Connection,
-        st: &crate::Stall,
-        out: &mut Vec<crate::Finding>,
-    ) {
-        if self.on[0] {
-            Detector::stall(&mut self.syn_stale_state, cs, c, st, out);
-        }
-        if self.on[1] {
-            Detector::stall(&mut self.syn_unanswered, cs, c, st, out);
-        }
-        if self.on[2] {
-            Detector::stall(&mut self.syn_refused, cs, c, st, out);
-        }
-        if self.on[3] {
-            Detector::stall(&mut self.slow_start_restart, cs, c, st, out);
-        }
-        if self.on[4] {
-            Detector::stall(&mut self.nagle_delayed_ack, cs, c, st, out);
-        }
-        if self.on[5] {
-            Detector::stall(&mut self.retx, cs, c, st, out);
-        }
-        if self.on[6] {
-            Detector::stall(&mut self.zero_window, cs, c, st, out);
-        }
-        if self.on[7] {
-            Detector::stall(&mut self.server_delay, cs, c, st, out);
-        }
-        if self.on[8] {
-            Detector::stall(&mut self.path_latency, cs, c, st, out);
-        }
-        if self.on[9] {
-            Detector::stall(&mut self.client_delay, cs, c, st, out);
-        }
-        if self.on[10] {
-            Detector::stall(&mut self.rwnd_limited, cs, c, st, out);
-        }
-        if self.on[11] {
-            Detector::stall(&mut self.sender_limited, cs, c, st, out);
-        }
-        if self.on[12] {
-            Detector::stall(&mut self.connection_reset, cs, c, st, out);
-        }
-        if self.on[13] {
-            Detector::stall(&mut self.queueing_delay, cs, c, st, out);
-        }
-        if self.on[14] {
-            Detector::stall(&mut self.capture_loss, cs, c, st, out);
-        }
-    }
-
-    pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<crate::Finding>) {
-        if self.on[0] {
-            Detector::finished(&mut self.syn_stale_state, cs, c, out);
-        }
-        if self.on[1] {
-            Detector::finished(&mut self.syn_unanswered, cs, c, out);
-        }
-        if self.on[2] {
-            Detector::finished(&mut self.syn_refused, cs, c, out);
-        }
-        if self.on[3] {
-            Detector::finished(&mut self.slow_start_restart, cs, c, out);
-        }
-        if self.on[4] {
-            Detector::finished(&mut self.nagle_delayed_ack, cs, c, out);
-        }
-        if self.on[5] {
-            Detector::finished(&mut self.retx, cs, c, out);
-        }
-        if self.on[6] {
-            Detector::finished(&mut self.zero_window, cs, c, out);
-        }
-        if self.on[7] {
-            Detector::finished(&mut self.server_delay, cs, c, out);
-        }
-        if self.on[8] {
-            Detector::finished(&mut self.path_latency, cs, c, out);
-        }
-        if self.on[9] {
-            Detector::finished(&mut self.client_delay, cs, c, out);
-        }
-        if self.on[10] {
-            Detector::finished(&mut self.rwnd_limited, cs, c, out);
-        }
-        if self.on[11] {
-            Detector::finished(&mut self.sender_limited, cs, c, out);
-        }
-        if self.on[12] {
-            Detector::finished(&mut self.connection_reset, cs, c, out);
-        }
-        if self.on[13] {
-            Detector::finished(&mut self.queueing_delay, cs, c, out);
-        }
-        if self.on[14] {
-            Detector::finished(&mut self.capture_loss, cs, c, out);
-        }
+        self.each_segment(cs, c, ev, out);
     }
 }
 
@@ -869,24 +720,22 @@ mod set_tests {
     }
 
     #[test]
-    fn the_set_runs_the_registry_in_its_order() {
-        let mut set = Set::new(&[]);
-        let from_set: Vec<&str> = (0..set.on.len())
-            .map(|i| set.get_mut(i).info().id)
-            .collect();
-        let from_registry: Vec<&str> = all().iter().map(|d| d.info().id).collect();
-        assert_eq!(from_set, from_registry);
-        assert!(set.on.iter().all(|on| *on));
-        // A detector is off only when every id it serves is disabled.
+    fn a_detector_is_off_only_when_every_id_it_serves_is_disabled() {
+        let set = Set::new(&[]);
+        assert!(set.on.syn_refused && set.on.retx && set.on.capture_loss);
         let set = Set::new(&["rto-retransmission".to_string(), "syn-refused".to_string()]);
-        let i = from_registry
-            .iter()
-            .position(|id| *id == "syn-refused")
-            .unwrap();
-        let r = from_registry
-            .iter()
-            .position(|id| *id == "rto-retransmission")
-            .unwrap();
-        assert!(!set.on[i] && set.on[r]);
+        assert!(!set.on.syn_refused, "its only id is off");
+        assert!(
+            set.on.retx,
+            "fast and spurious retransmissions are still on"
+        );
+        let all_retx = [
+            "rto-retransmission",
+            "fast-retransmit",
+            "spurious-retransmission",
+            "accept-queue-full",
+        ];
+        let set = Set::new(&all_retx.map(String::from));
+        assert!(!set.on.retx && set.on.syn_refused);
     }
 }
