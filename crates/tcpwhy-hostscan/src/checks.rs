@@ -560,7 +560,7 @@ const RFC1337_MS: f64 = 60_000.0;
 /// its ISN lies beyond the old connection's end; otherwise answered with the old connection's
 /// ACK, which the client resets and retries. Linux ISNs grow 15.6 M per second for a 4-tuple,
 /// so without timestamps a reconnect within 60 s collides when the old connection moved more
-/// than 15.6 MB per second between its SYN and the new one (tcp-signatures.md section 1).
+/// than 15.6 MB per second between its SYN and the new one (docs/tcp-signatures.md section 1).
 /// Linux's connect() skips local ports the client itself holds in TIME-WAIT, so that side has
 /// no such risk: its effect is port exhaustion (`host-port-exhaustion`).
 ///

@@ -1,6 +1,6 @@
 //! # tcpwhy-hostscan: the TCP pathologies a live Linux host shows, or is set up for
 //!
-//! Per network namespace: the TCP sysctls that matter (tcp-signatures.md section 9), the
+//! Per network namespace: the TCP sysctls that matter (docs/tcp-signatures.md section 9), the
 //! socket counts of /proc/net/sockstat(6), every TCP socket through sock_diag netlink (with
 //! tcp_info and the congestion control name), and the Tcp/TcpExt counters, as deltas over an
 //! interval when one is given. Over an interval the TIME-WAIT sockets are also read at its
