@@ -1,0 +1,382 @@
+//! The terminal report: totals first, then the slowest connections.
+
+use super::json::{vantage_index, VANTAGES};
+use super::{endpoint, Printer, Report, Row, Slowest};
+use crate::time::rfc3339;
+use std::cmp::Reverse;
+use std::io::{self, Write};
+use tcpwhy_track::{Brief, Connection};
+
+mod details;
+mod sections;
+mod style;
+pub use details::DetailSel;
+use details::{Details, Pending, DETAIL_EXCHANGES, DETAIL_FINDINGS};
+use sections::*;
+use style::fit;
+pub use style::Style;
+
+/// Findings of one id, summed.
+#[derive(Default)]
+struct Cause {
+    count: u64,
+    cost_ns: i64,
+    /// The costliest finding, shown as the example.
+    example: Option<tcpwhy_detect::Finding>,
+}
+
+/// Exchange latencies kept for percentiles (a deterministic uniform sample beyond this).
+const LATENCY_SAMPLE: usize = 100_000;
+
+pub struct TextPrinter {
+    causes: std::collections::BTreeMap<&'static str, Cause>,
+    /// Low-confidence findings, ranked apart (`tcpwhy_detect::confidence`).
+    uncertain: std::collections::BTreeMap<&'static str, Cause>,
+    cause_connections: super::CauseConnections,
+    exchanges: u64,
+    latencies: Vec<i64>,
+    split: tcpwhy_detect::Split,
+    out: Box<dyn Write>,
+    err: Option<io::Error>,
+    top: usize,
+    slowest: Slowest<()>,
+    vantage: [u64; 5],
+    closes: [u64; 4],
+    retrans_segments: u64,
+    with_retrans: u64,
+    inferred_roles: u64,
+    reused_tuples: u64,
+    duplicates: u64,
+    /// Print a line per connection as it finishes (live capture).
+    live: bool,
+    /// Stalls per class: count, summed gap, summed cost.
+    stalls: [(u64, i64, i64); 6],
+    details: Details,
+    style: Style,
+}
+
+impl TextPrinter {
+    pub fn new(
+        out: Box<dyn Write>,
+        top: usize,
+        live: bool,
+        sel: DetailSel,
+        style: Style,
+    ) -> TextPrinter {
+        TextPrinter {
+            causes: Default::default(),
+            uncertain: Default::default(),
+            cause_connections: Default::default(),
+            exchanges: 0,
+            latencies: Vec::new(),
+            split: Default::default(),
+            out,
+            err: None,
+            top,
+            slowest: Slowest::new(top),
+            vantage: [0; 5],
+            closes: [0; 4],
+            retrans_segments: 0,
+            with_retrans: 0,
+            inferred_roles: 0,
+            reused_tuples: 0,
+            duplicates: 0,
+            live,
+            stalls: [(0, 0, 0); 6],
+            details: Details {
+                sel,
+                ..Default::default()
+            },
+            style,
+        }
+    }
+}
+
+fn fmt_ms(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    match b {
+        0..=9_999 => format!("{b} B"),
+        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    }
+}
+
+impl Printer for TextPrinter {
+    fn stall(&mut self, st: &tcpwhy_detect::Stall) {
+        let k = &mut self.stalls[st.class as usize];
+        k.0 += 1;
+        k.1 += st.gap_ns;
+        k.2 += st.cost_ns;
+        if self.details.wants(st.connection) {
+            if matches!(self.details.sel, DetailSel::Ids(_)) {
+                self.details.pending.entry(st.connection).or_default()
+            } else if let Some(p) = self.details.pending.get_mut(&st.connection) {
+                p
+            } else {
+                return;
+            }
+            .stalls
+            .push(st.clone());
+        }
+    }
+
+    fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
+        if let DetailSel::Ids(ids) = &self.details.sel {
+            if ids.contains(&x.connection) {
+                let p = self.details.pending.entry(x.connection).or_default();
+                if p.exchanges.len() < DETAIL_EXCHANGES {
+                    p.exchanges.push(x.clone());
+                } else {
+                    p.more_exchanges += 1;
+                }
+            }
+        }
+        self.exchanges += 1;
+        let n = self.exchanges as usize;
+        if self.latencies.len() < LATENCY_SAMPLE {
+            self.latencies.push(x.latency_ns);
+        } else {
+            // Algorithm R with a fixed multiplicative hash: the same input, the same sample.
+            let j = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % n as u64;
+            if (j as usize) < LATENCY_SAMPLE {
+                self.latencies[j as usize] = x.latency_ns;
+            }
+        }
+        let s = &mut self.split;
+        s.client_ns += x.split.client_ns;
+        s.network_ns += x.split.network_ns;
+        s.server_ns += x.split.server_ns;
+        s.retransmission_ns += x.split.retransmission_ns;
+        s.window_ns += x.split.window_ns;
+        s.transfer_ns += x.split.transfer_ns;
+        s.held_ns += x.split.held_ns;
+    }
+
+    fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+        if self.live && self.err.is_none() {
+            let on = if f.capture_wide() {
+                "capture".to_string()
+            } else {
+                f.connection.to_string()
+            };
+            let r = writeln!(self.out, "[{}] {on}: {}", f.id, f.explanation)
+                .and_then(|_| self.out.flush());
+            if let Err(e) = r {
+                self.err = Some(e);
+            }
+        }
+        if self.details.wants(f.connection) && !f.capture_wide() {
+            let p = self.details.pending.entry(f.connection).or_default();
+            if p.findings.len() < DETAIL_FINDINGS {
+                p.findings.push(f.clone());
+            }
+        }
+        let ranked = if f.confidence.level == tcpwhy_detect::Level::Low {
+            &mut self.uncertain
+        } else {
+            &mut self.causes
+        };
+        let c = ranked.entry(f.id).or_default();
+        c.count += 1;
+        c.cost_ns += f.cost_ns.max(0);
+        if !f.capture_wide() {
+            self.cause_connections.finding(f.connection, f.id);
+        }
+        if c.example.as_ref().is_none_or(|e| f.cost_ns > e.cost_ns) {
+            c.example = Some(f.clone());
+        }
+    }
+
+    fn connection(&mut self, c: &Connection) {
+        // (Nothing pending, the common case: no hashing per connection.)
+        let pending = if self.details.pending.is_empty() {
+            None
+        } else {
+            self.details.pending.remove(&c.id())
+        };
+        if let Some(p) = pending {
+            self.keep_details(c, p);
+        }
+        self.brief(&c.brief());
+    }
+
+    fn briefs(&self) -> bool {
+        // Details (and the live lines) read whole connections.
+        matches!(self.details.sel, DetailSel::None) && !self.live
+    }
+
+    fn brief(&mut self, b: &Brief) {
+        self.cause_connections.connection(b.id);
+        self.vantage[vantage_index(b.vantage)] += 1;
+        let close = b.close;
+        let ci = match close.kind() {
+            "fin" => 0,
+            "rst" => 1,
+            "half-closed" => 2,
+            _ => 3,
+        };
+        self.closes[ci] += 1;
+        let retrans = b.retrans;
+        self.retrans_segments += u64::from(retrans);
+        self.with_retrans += u64::from(retrans > 0);
+        self.inferred_roles += u64::from(b.inferred_role);
+        self.duplicates += u64::from(b.duplicates);
+        self.reused_tuples += u64::from(b.reused);
+        if self.live && self.err.is_none() {
+            let r = writeln!(
+                self.out,
+                "#{} {} -> {}  {}  {} pkts  {} / {}  retr {}  {}",
+                b.id,
+                endpoint(b.client.0, b.client.1),
+                endpoint(b.server.0, b.server.1),
+                fmt_ms(b.duration_ns),
+                b.packets,
+                fmt_bytes(b.c2s),
+                fmt_bytes(b.s2c),
+                retrans,
+                close.kind()
+            )
+            .and_then(|_| self.out.flush());
+            if let Err(e) = r {
+                self.err = Some(e);
+            }
+        }
+        self.slowest.offer(b, ());
+    }
+
+    fn check(&mut self) -> io::Result<()> {
+        match self.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
+        self.check()?;
+        self.causes_report()?;
+        let s = r.stats;
+        let o = &mut self.out;
+        let span = match (s.first_ts, s.last_ts) {
+            (Some(a), Some(b)) => format!(
+                " over {} (from {})",
+                fmt_ms(b - a),
+                &rfc3339(a)[..23].replace('T', " ")
+            ),
+            _ => String::new(),
+        };
+        writeln!(
+            o,
+            "{} packets, {} TCP, {} connections{span}",
+            s.packets, s.tcp_packets, r.tracker.connections
+        )?;
+        let mut skipped: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        for (lt, n) in &s.skipped_link_types {
+            skipped.push(format!("{n} of link type {lt}"));
+        }
+        skipped.retain(|x| !x.ends_with(" link-type"));
+        if !skipped.is_empty() {
+            writeln!(o, "skipped: {}", skipped.join(", "))?;
+        }
+        let mut m: Vec<String> = s
+            .malformed
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        if r.containers.corrupt_blocks > 0 {
+            m.push(format!(
+                "{} corrupt pcapng packet blocks",
+                r.containers.corrupt_blocks
+            ));
+        }
+        if !m.is_empty() {
+            writeln!(o, "malformed (counted and skipped): {}", m.join(", "))?;
+        }
+        if r.tracker.connections > 0 {
+            writeln!(
+                o,
+                "closed: {} FIN, {} RST, {} half-closed, {} not closed; {} retransmitted segments in {} connections",
+                self.closes[0], self.closes[1], self.closes[2], self.closes[3],
+                self.retrans_segments, self.with_retrans
+            )?;
+            let v: Vec<String> = VANTAGES
+                .iter()
+                .zip(self.vantage)
+                .filter(|(_, n)| *n > 0)
+                .map(|(v, n)| format!("{} {n}", v.name()))
+                .collect();
+            writeln!(o, "capture point (from handshakes): {}", v.join(", "))?;
+            if self.reused_tuples > 0 {
+                writeln!(
+                    o,
+                    "{} connections reused the 4-tuple of an earlier connection",
+                    self.reused_tuples
+                )?;
+            }
+            if self.duplicates > 0 {
+                writeln!(
+                    o,
+                    "{} packets were captured twice (identical within 25 ms: both ends of a veth, `any`, a copy one hop later?); not counted as retransmissions",
+                    self.duplicates
+                )?;
+            }
+            if self.inferred_roles > 0 {
+                writeln!(
+                    o,
+                    "{} connections began before the capture (no SYN): client/server inferred",
+                    self.inferred_roles
+                )?;
+            }
+        }
+        if r.tracker.evicted > 0 {
+            writeln!(
+                o,
+                "{} connections evicted by --max-connections",
+                r.tracker.evicted
+            )?;
+        }
+        if r.tracker.history_forgotten > 0 {
+            writeln!(
+                o,
+                "{} finished connections forgotten early by the history of 4-tuples (--max-connections): a later SYN on their 4-tuples finds no predecessor",
+                r.tracker.history_forgotten
+            )?;
+        }
+        self.exchanges_report()?;
+        self.stalls_report()?;
+        let o = &mut self.out;
+        let rows = self.slowest.take_sorted();
+        if !rows.is_empty() {
+            writeln!(o)?;
+            writeln!(
+                o,
+                "{}",
+                self.style.bold("Slowest connections (by duration):")
+            )?;
+            let table = slowest_table(&rows, self.style.width);
+            for line in table {
+                writeln!(o, "{line}")?;
+            }
+        }
+        let details = std::mem::take(&mut self.details.done);
+        if !details.is_empty() {
+            writeln!(o, "\nConnection details:")?;
+            for section in details.values() {
+                write!(o, "{section}")?;
+            }
+        }
+        if let Some(e) = &r.error {
+            writeln!(o, "\nstopped early: {}", crate::printable(e))?;
+        }
+        o.flush()
+    }
+}
