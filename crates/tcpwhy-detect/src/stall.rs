@@ -23,7 +23,7 @@
 //!
 //! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
 
-use crate::detectors::{rtt_ns, ConnState, MS};
+use crate::detectors::{rtt_ns, ConnState, Extras, MS};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
@@ -106,8 +106,14 @@ pub(crate) struct Dir {
     /// `SMALL_SEEN`
     /// (as seven bools, with the length as 32 bits, each direction took 8 bytes more).
     flags: u8,
-    last_retx: Ts,
+    // When the sender last retransmitted is a part of the connection's `Extra` (`LastRetx`):
+    // most directions never retransmit, and inline it would be 8 bytes of every direction.
 }
+
+/// When a direction's sender last retransmitted anything (capture time): a part of the
+/// connection's `Extra`, written at its first retransmission.
+#[derive(Debug)]
+pub(crate) struct LastRetx(Ts);
 
 // Bits of `Dir::flags`.
 /// The sender has sent data since the peer last did.
@@ -161,7 +167,6 @@ impl Stalls {
                         | HAS_UNA
                         | (d.flags & HAS_WINDOW)
                         | if peer_data { PEER_DATA | RESPONDING } else { 0 },
-                    last_retx: d.last_retx,
                     ..Dir::default()
                 };
             } else if d.snd_nxt().is_some_and(|n| seg.seq > n) {
@@ -174,10 +179,10 @@ impl Stalls {
                 } else {
                     Resume::Retransmission
                 };
-                d.check(c, ev.from, ev.from, ev, how, out);
+                d.check(&cs.extra, c, ev.from, ev.from, ev, how, out);
             }
             if ev.retransmission {
-                d.last_retx = ev.at.into();
+                cs.extra.set(ev.from, LastRetx(ev.at.into()));
             }
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
@@ -205,7 +210,7 @@ impl Stalls {
             // An ACK for data the capture never saw: the gap before it was the capture's.
             let unseen = d.snd_nxt().is_some_and(|n| seg.ack > n);
             if d.is(ACTIVE) && advanced && !unseen {
-                d.check(c, peer, ev.from, ev, Resume::Ack, out);
+                d.check(&cs.extra, c, peer, ev.from, ev, Resume::Ack, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;
@@ -260,11 +265,14 @@ impl Dir {
 
     /// A gap since the last progress longer than the threshold, max(2 x RTT, `FLOOR_NS`), is
     /// a stall of `sender`'s data (the MSS the classes compare with is `mss_of`'s, the side
-    /// of the segment at hand). The round trip and the MSS are looked up only for a gap past
-    /// the floor: most segments come sooner.
+    /// of the segment at hand; `extra`, the connection's, says when `sender` last
+    /// retransmitted). The round trip and the MSS are looked up only for a gap past the
+    /// floor: most segments come sooner.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &mut self,
+        extra: &Extras,
         c: &Connection,
         sender: Side,
         mss_of: Side,
@@ -314,7 +322,7 @@ impl Dir {
             window: self.window(),
             run_bytes: self.run_bytes,
             responding: self.is(RESPONDING),
-            last_retransmission_ns: self.last_retx.get(),
+            last_retransmission_ns: extra.peek::<LastRetx>(sender).and_then(|t| t.0.get()),
             resumed_bytes: match how {
                 Resume::Ack => 0,
                 _ => ev.seg.payload_len,

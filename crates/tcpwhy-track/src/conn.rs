@@ -1,7 +1,7 @@
 //! A connection: two endpoints, its place in the history of its 4-tuple, and what it looked
 //! like from the capture point.
 
-use crate::endpoint::{At, Endpoint, Ts};
+use crate::endpoint::{At, Endpoint, IpIds, Ts};
 use std::net::IpAddr;
 
 /// Which side of a connection.
@@ -164,8 +164,10 @@ pub struct Handshake {
     pub syn_ack: Option<At>,
     /// The client's ACK of the SYN-ACK.
     pub ack: Option<At>,
-    /// What few handshakes have (stale ACKs, RSTs from the client), allocated at the first:
-    /// inline it was 24 bytes of every connection. Read through the methods of the same names.
+    /// What few connections have (stale ACKs and RSTs from the client in the handshake, a
+    /// SYN sent again, an earlier connection on the 4-tuple), allocated at the first: inline it
+    /// would be 24 bytes of every connection, and a box of the predecessor's own 8 more. Read
+    /// through the methods of the same names (`Connection::prev` for the predecessor).
     odd: Option<Box<Odd>>,
 }
 
@@ -176,6 +178,8 @@ struct Odd {
     client_rsts: u32,
     /// The handshake's SYN when it is not the connection's first packet (a SYN sent again).
     syn_later: Option<At>,
+    /// The connection that used the same 4-tuple before this one (`Connection::prev`).
+    prev: Option<Predecessor>,
 }
 
 impl Handshake {
@@ -214,8 +218,6 @@ pub struct Connection {
     pub first: At,
     pub last: At,
     pub handshake: Handshake,
-    /// Boxed: only a reused 4-tuple has one (inline it was 56 bytes of every connection).
-    pub prev: Option<Box<Predecessor>>,
     pub end_reason: EndReason,
     /// When FIN both ways or an RST was seen (cleared if the connection carries on).
     pub closed_at: Ts,
@@ -229,6 +231,10 @@ pub struct Connection {
     pub(crate) queued_closed: bool,
     /// `SYN_IS_FIRST` (in padding).
     flags: u8,
+    /// What each side's IPv4 IDs said so far (`IpIds`), by `Side`: 4 bytes a side, next to
+    /// the small fields above in one 8-byte word (in `Endpoint` they would pad each side to
+    /// the next 8 bytes).
+    pub(crate) ids: [IpIds; 2],
 }
 
 /// What a summary of many connections reads of each (the text report's counts and its
@@ -272,6 +278,17 @@ impl Connection {
         } else {
             self.handshake.odd.as_ref().and_then(|o| o.syn_later)
         }
+    }
+
+    /// The connection that used the same 4-tuple before this one, if the tracker knew one (a
+    /// reused 4-tuple).
+    #[inline]
+    pub fn prev(&self) -> Option<&Predecessor> {
+        self.handshake.odd.as_ref().and_then(|o| o.prev.as_ref())
+    }
+
+    pub(crate) fn set_prev(&mut self, p: Predecessor) {
+        self.handshake.odd.get_or_insert_default().prev = Some(p);
     }
 
     pub(crate) fn set_syn(&mut self, at: At) {
@@ -320,12 +337,12 @@ impl Connection {
             first: at,
             last: at,
             handshake: Handshake::default(),
-            prev: None,
             end_reason: EndReason::CaptureEnd,
             closed_at: Ts::NONE,
             slot: 0,
             queued_closed: false,
             flags: 0,
+            ids: [IpIds::default(); 2],
         }
     }
 
@@ -350,7 +367,7 @@ impl Connection {
             close: self.close(),
             vantage: self.vantage(),
             inferred_role: self.role.inferred(),
-            reused: self.prev.is_some(),
+            reused: self.prev().is_some(),
         }
     }
 

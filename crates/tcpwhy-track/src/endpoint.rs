@@ -416,23 +416,77 @@ pub struct Endpoint {
     /// 3 bytes fit where two bools and padding were (the bools are bits of `known` now).
     pub(crate) last_sig: u32,
     pub(crate) prev_sig: [u8; 3],
-    /// The IPv4 ID of this side's last segment, how many IDs it used (its segments: a TSO or
-    /// GRO frame carries several, each with its own ID), and how many segments in a row came
-    /// with the ID that followed (saturating; bit `ID_DATA`: that segment carried payload). A
-    /// sender whose IDs follow each other (Linux: one counter per socket) shows a segment lost
-    /// before the capture point as an ID skipped, and one reordered on the way as an ID that
-    /// went back (`id_order`).
+    // This side's IPv4 IDs are `Connection::ids` (`IpIds`): there their 4 bytes share a word
+    // with the connection's small fields; here they would make each side 8 bytes longer.
+}
+
+/// What one side's IPv4 IDs said so far: the ID of its last segment, how many IDs it used
+/// (its segments: a TSO or GRO frame carries several, each with its own ID), and how many
+/// segments in a row came with the ID that followed (saturating; bit `ID_DATA`: that segment
+/// carried payload). A sender whose IDs follow each other (Linux: one counter per socket)
+/// shows a segment lost before the capture point as an ID skipped, and one reordered on the
+/// way as an ID that went back (`IpIds::order`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IpIds {
     last_ip_id: u16,
     last_ids: u8,
     id_run: u8,
 }
 
+impl IpIds {
+    /// Note segment `seg`'s IPv4 ID (`packets`: the side's packets before it; `mss`: the
+    /// segment size, to count the IDs a TSO or GRO frame used). Returns what the IDs say about
+    /// it, when this side's IDs have followed each other (`ID_RUN` segments in a row): how many
+    /// IDs were skipped just before it (segments this side sent that the capture did not see),
+    /// or that it was sent before the last segment seen (`IdOrder::Earlier`: reordered on the
+    /// way; the run goes on, the last ID stays). A skip breaks the run unless the caller explains it (`skip_unexplained`
+    /// otherwise: the skipped segment was a lost one, resent now).
+    pub(crate) fn order(&mut self, packets: u64, seg: &TcpSegment, mss: u32) -> IdOrder {
+        let had_data = self.id_run & ID_DATA != 0;
+        let run = self.id_run & !ID_DATA;
+        if seg.ip_id == 0 {
+            self.id_run = 0;
+            return IdOrder::Unknown;
+        }
+        let expected = self
+            .last_ip_id
+            .wrapping_add(u16::from(self.last_ids.max(1)));
+        let skipped = seg.ip_id.wrapping_sub(expected);
+        let counted = packets > 0 && run >= ID_RUN;
+        if counted && (1..=64).contains(&expected.wrapping_sub(seg.ip_id)) {
+            return IdOrder::Earlier;
+        }
+        let order = if counted && (1..=8).contains(&skipped) {
+            IdOrder::Skipped(skipped, had_data)
+        } else {
+            IdOrder::Next
+        };
+        let run = match order {
+            // Kept until the caller says whether the skip is explained.
+            IdOrder::Skipped(..) => ID_RUN,
+            _ if packets > 0 && skipped == 0 => (run + 1).min(ID_DATA - 1),
+            _ => 0,
+        };
+        self.id_run = run | if seg.payload_len > 0 { ID_DATA } else { 0 };
+        self.last_ip_id = seg.ip_id;
+        let segs = seg.payload_len.div_ceil(mss.max(1)).max(1);
+        self.last_ids = u8::try_from(segs).unwrap_or(u8::MAX);
+        order
+    }
+
+    /// The IDs `order` found skipped were not a lost segment: the run of consecutive IDs is
+    /// broken.
+    pub(crate) fn skip_unexplained(&mut self) {
+        self.id_run &= ID_DATA;
+    }
+}
+
 /// Segments in a row with consecutive IPv4 IDs before a skipped ID is taken as a lost one.
 const ID_RUN: u8 = 4;
-/// `Endpoint::id_run` bit: the last segment carried payload (a lost tail follows data).
+/// `IpIds::id_run` bit: the last segment carried payload (a lost tail follows data).
 const ID_DATA: u8 = 0x80;
 
-/// What a segment's IPv4 ID says about it (`Endpoint::id_order`).
+/// What a segment's IPv4 ID says about it (`IpIds::order`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IdOrder {
     /// No IDs to count (IPv6, ID 0), or not consecutive so far.
@@ -509,52 +563,6 @@ impl Endpoint {
     pub fn timestamps(&self) -> bool {
         self.known & TIMESTAMPS != 0
     }
-    /// Note segment `seg`'s IPv4 ID (`mss`: the segment size, to count the IDs a TSO or GRO
-    /// frame used). Returns what the IDs say about it, when this side's IDs have followed each
-    /// other (`ID_RUN` segments in a row): how many IDs were skipped just before it (segments
-    /// this side sent that the capture did not see), or that it was sent before the last
-    /// segment seen (`IdOrder::Earlier`: reordered on the way; the run goes on, the last ID
-    /// stays). A skip breaks the run unless the caller explains it (`id_skip_unexplained`
-    /// otherwise: the skipped segment was a lost one, resent now).
-    pub(crate) fn id_order(&mut self, seg: &TcpSegment, mss: u32) -> IdOrder {
-        let had_data = self.id_run & ID_DATA != 0;
-        let run = self.id_run & !ID_DATA;
-        if seg.ip_id == 0 {
-            self.id_run = 0;
-            return IdOrder::Unknown;
-        }
-        let expected = self
-            .last_ip_id
-            .wrapping_add(u16::from(self.last_ids.max(1)));
-        let skipped = seg.ip_id.wrapping_sub(expected);
-        let counted = self.packets > 0 && run >= ID_RUN;
-        if counted && (1..=64).contains(&expected.wrapping_sub(seg.ip_id)) {
-            return IdOrder::Earlier;
-        }
-        let order = if counted && (1..=8).contains(&skipped) {
-            IdOrder::Skipped(skipped, had_data)
-        } else {
-            IdOrder::Next
-        };
-        let run = match order {
-            // Kept until the caller says whether the skip is explained.
-            IdOrder::Skipped(..) => ID_RUN,
-            _ if self.packets > 0 && skipped == 0 => (run + 1).min(ID_DATA - 1),
-            _ => 0,
-        };
-        self.id_run = run | if seg.payload_len > 0 { ID_DATA } else { 0 };
-        self.last_ip_id = seg.ip_id;
-        let segs = seg.payload_len.div_ceil(mss.max(1)).max(1);
-        self.last_ids = u8::try_from(segs).unwrap_or(u8::MAX);
-        order
-    }
-
-    /// The IDs `id_gap` found skipped were not a lost segment: the run of consecutive IDs is
-    /// broken.
-    pub(crate) fn id_skip_unexplained(&mut self) {
-        self.id_run &= ID_DATA;
-    }
-
     /// Count a segment as sent again although the capture never saw its first transmission
     /// (lost before the capture point): a retransmitted segment, its bytes already counted as
     /// new here.
@@ -701,9 +709,6 @@ impl Endpoint {
             unusual: None,
             last_sig: 0,
             prev_sig: [0; 3],
-            last_ip_id: 0,
-            last_ids: 0,
-            id_run: 0,
         }
     }
 

@@ -1019,7 +1019,7 @@ impl Tracker {
         let mut conn = Connection::new(client, server, role, at);
         if let Some((mut p, old_client)) = prev {
             p.same_client = old_client == client;
-            conn.prev = Some(Box::new(p));
+            conn.set_prev(p);
         }
         let slot = self.alloc_slot();
         conn.slot = slot;
@@ -1152,13 +1152,14 @@ impl Tracker {
             Side::Client => (&mut c.client, &mut c.server),
             Side::Server => (&mut c.server, &mut c.client),
         };
+        let my_ids = &mut c.ids[side as usize];
         // Timer-driven: neither this side nor its peer sent anything for a while (a segment
         // that follows the peer's packet at once, a window update, answers it).
         let quiet_ns = at.ts_ns - me.last_ts;
         let peer_quiet_ns = at.ts_ns - peer.last_ts;
         let same_ack = me.max_ack() == Some(seg.ack);
         let starts_at_end = me.next_seq() == Some(seg.seq);
-        let ids = me.id_order(seg, u32::from(peer.mss().unwrap_or(1460)));
+        let ids = my_ids.order(me.packets, seg, u32::from(peer.mss().unwrap_or(1460)));
         let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
         // A segment after a silence that could be a loss timer's: new data starting where the
         // sender's data ended, acknowledging nothing new (a lost tail leaves no hole).
@@ -1181,7 +1182,7 @@ impl Tracker {
             IdOrder::Skipped(_, true) => true,
             IdOrder::Skipped(_, false) => {
                 // The segment before was no data: a lost tail follows data in its flight.
-                me.id_skip_unexplained();
+                my_ids.skip_unexplained();
                 false
             }
             _ => false,
@@ -1201,7 +1202,7 @@ impl Tracker {
                 quiet_ns
             } else {
                 if id_gap {
-                    me.id_skip_unexplained();
+                    my_ids.skip_unexplained();
                 }
                 0
             };

@@ -246,7 +246,7 @@ fn new_isn_after_close_starts_the_next_generation() {
             first: Side::Server
         }
     );
-    let p = new.prev.as_deref().expect("predecessor recorded");
+    let p = new.prev().expect("predecessor recorded");
     assert_eq!(p.id, old.id());
     assert_eq!(
         p.close,
@@ -293,7 +293,7 @@ fn stale_ack_rst_and_same_syn_stay_one_connection() {
     assert_eq!(c.end_reason, EndReason::CaptureEnd);
     assert_eq!(c.client.unique_bytes, 10);
     assert_eq!(
-        c.prev.as_deref().map(|p| p.close),
+        c.prev().map(|p| p.close),
         Some(Close::Fin {
             first: Side::Server
         })
@@ -319,7 +319,7 @@ fn history_survives_expiry_of_the_earlier_connection() {
     assert_eq!(done.len(), 2);
     assert_eq!(done[0].end_reason, EndReason::Closed);
     assert_eq!(done[0].close(), Close::Rst { by: Side::Client });
-    let p = done[1].prev.as_deref().expect("from history");
+    let p = done[1].prev().expect("from history");
     assert_eq!(
         (p.id, p.close),
         (done[0].id(), Close::Rst { by: Side::Client })
@@ -442,13 +442,13 @@ fn reservoir_median_is_exact_for_few_samples() {
 #[test]
 fn connection_stays_compact() {
     // Memory per open connection is the budget of issue 7 (~1 KB); print it for the record.
-    // 432 bytes (a slot of 448) since each side keeps its last IPv4 ID, the IDs that segment
-    // used and its run of consecutive IDs (a tail lost before the capture point shows as a
-    // skipped ID); 416 bytes since a side's payload bytes are its unique bytes plus what it sent again or
-    // was captured twice (kept with those, in the box of what most sides never do), and the
-    // handshake's SYN is a bit when it is the connection's first packet; 448 since the RTT
-    // samples' count lives in their reservoir (allocated at the
-    // second sample) and each side's MSS and window scale carry a bit of `known` rather than
+    // 416 bytes: each side's IPv4 ID state (`IpIds`) fills the 8-byte word of the
+    // connection's small fields, and the predecessor shares the handshake's box of what few
+    // connections have (inline or boxed on their own, they take a slot of 448); a side's
+    // payload bytes are its unique bytes plus what it sent again or was captured twice (kept
+    // with those, in the box of what most sides never do), and the handshake's SYN is a bit
+    // when it is the connection's first packet; 448 since the RTT samples' count lives in
+    // their reservoir (allocated at the second sample) and each side's MSS and window scale carry a bit of `known` rather than
     // an Option; 480 since each side's unread copy of its first SYN went; 512 before, since what
     // most sides never do (retransmit, reorder, probe, fragment, SACK,
     // advertise a zero window, reset) and the sequence holes are counted in a box allocated
@@ -465,7 +465,7 @@ fn connection_stays_compact() {
         "size_of::<Endpoint>() = {}",
         std::mem::size_of::<Endpoint>()
     );
-    assert!(size <= 432, "{size} bytes per connection");
+    assert!(size <= 416, "{size} bytes per connection");
     assert_eq!(std::mem::size_of::<Option<Connection>>(), size);
 }
 
@@ -594,7 +594,7 @@ impl Sink for Reports {
             c.close(),
             c.client.packets,
             c.server.packets,
-            c.prev.as_deref().map(|p| p.id),
+            c.prev().map(|p| p.id),
             c.handshake.invalid_acks()
         ));
     }
@@ -852,7 +852,7 @@ fn history_forgets_the_oldest_when_full_and_what_is_past_its_deadline() {
     let prev_of = |p: u16, syn_at_ms: i64| {
         done.iter()
             .find(|c| c.client.port == 41_000 + p && c.first.ts_ns == syn_at_ms * MS)
-            .map(|c| c.prev.is_some())
+            .map(|c| c.prev().is_some())
     };
     assert_eq!(
         prev_of(0, 2_200),
@@ -884,7 +884,7 @@ fn history_forgets_the_oldest_when_full_and_what_is_past_its_deadline() {
         .iter()
         .find(|c| c.client.port == C.1 && c.first.ts_ns == 9_000 * MS);
     assert_eq!(
-        late.map(|c| c.prev.is_some()),
+        late.map(|c| c.prev().is_some()),
         Some(false),
         "past its deadline"
     );
@@ -925,7 +925,7 @@ fn history_past_its_deadline_behind_a_later_one_is_ignored() {
         .iter()
         .find(|c| c.client.port == C.1 && c.first.ts_ns == 5_800 * MS)
         .unwrap();
-    assert!(late.prev.is_none(), "{:?}", late.prev);
+    assert!(late.prev().is_none(), "{:?}", late.prev());
 }
 
 /// First looks wait in a plain queue when they come in capture order; a caller whose frame
@@ -1245,7 +1245,7 @@ fn the_history_gives_back_the_predecessor_it_was_given() {
             client_first_ts: old.first.ts_ns,
             timestamps: false,
         };
-        assert_eq!(new.prev.as_deref(), Some(&want), "{new:?}");
+        assert_eq!(new.prev(), Some(&want), "{new:?}");
     }
     // Known and unknown sequence numbers both came back.
     assert_eq!(done[0].client.next_seq(), Some(Seq(1502)));

@@ -229,8 +229,9 @@ impl<T> Rare<T> {
 }
 
 /// What few connections need: the `Rare` parts of the detectors' states (what a detector
-/// found, a direction's retransmissions, its zero windows and pauses, its latest burst after
-/// idle, the SYNs sent again, an exchange's lost time, the exchanges after the first),
+/// found, a direction's retransmissions and when it last retransmitted, its zero windows and
+/// pauses, when it filled the receiver's window, its latest burst after idle, the SYNs sent
+/// again, an exchange's lost time, the exchanges after the first),
 /// behind one pointer per connection (`ConnState::extra`), allocated at the first of them and
 /// dropped when the connection's state is released; each part is still boxed on its own when
 /// first written. Each part was its own 8-byte pointer (or a list) in every open
@@ -253,6 +254,7 @@ pub(crate) struct Extra {
     zero_window: [Rare<zero_window::State>; 2],
     rwnd_limited: [Rare<rwnd_limited::Found>; 2],
     sender_limited: [Rare<sender_limited::State>; 2],
+    stall_retx: [Rare<crate::stall::LastRetx>; 2],
     connection_reset: Rare<connection_reset::Reset>,
 }
 
@@ -308,7 +310,8 @@ parts! {
         retx::Losses => retx,
         zero_window::State => zero_window,
         rwnd_limited::Found => rwnd_limited,
-        sender_limited::State => sender_limited
+        sender_limited::State => sender_limited,
+        crate::stall::LastRetx => stall_retx
 }
 
 /// A connection's `Extra`, if any part was written.
@@ -460,6 +463,10 @@ pub struct ConnState {
     /// to the next 8 bytes). The exchange's `has` bits (`exchange::State`) and the exchanges
     /// server-delay has seen.
     pub(crate) exchange_has: u8,
+    /// Slow-start-restart's flags of each direction (`slow_start_restart::State`), by the
+    /// sending side (`Side as usize`): in padding here, where in the states they would pad
+    /// each direction by 7 bytes.
+    pub(crate) slow_start_restart_flags: [u8; 2],
     pub(crate) server_delay_exchanges: u32,
     pub(crate) client_delay: Lazy<client_delay::State, 13>,
     pub(crate) slow_start_restart: PerSide<slow_start_restart::State, 3>,
@@ -591,7 +598,8 @@ impl States {
     }
 
     /// Forget `c` (its detectors have taken what they keep): also the few fields outside the
-    /// detectors' states (the first-SYN bit, `exchange_has`, `server_delay_exchanges`) and
+    /// detectors' states (the first-SYN bit, `exchange_has`, `slow_start_restart_flags`,
+    /// `server_delay_exchanges`) and
     /// the `Extra`. Every finished connection comes here, so this is the one place they are
     /// cleared for the slot's next connection.
     pub fn release(&mut self, c: &Connection) {
@@ -601,6 +609,7 @@ impl States {
                 e.state.owner = 0;
                 e.state.used &= !FIRST_SYN_IS_FIRST;
                 e.state.exchange_has = 0;
+                e.state.slow_start_restart_flags = [0; 2];
                 e.state.server_delay_exchanges = 0;
                 e.state.extra = Extras::default();
             }

@@ -37,11 +37,11 @@ pub static INFO: Info = Info {
 const MIN_WAITS: u32 = 3;
 
 /// Both directions side by side, each indexed by its sender (`Side as usize`): as one state
-/// per direction, each padded its 28 bytes to 32.
+/// per direction, each padded its 28 bytes to 32. When a sender filled the window is a part
+/// of the connection's `Extra` (`Found::full`): most directions never fill it, and inline it
+/// would be 32 bytes of every connection.
 #[derive(Default, Debug)]
 pub(crate) struct State {
-    /// When the sender filled the window.
-    full: [Option<At>; 2],
     /// The right edge of the window the peer last advertised (ack + scaled window); valid
     /// once `max_window` is above 0 (both are set together, by a window above 0).
     edge: [Seq; 2],
@@ -52,9 +52,12 @@ pub(crate) struct State {
     max_window: [u32; 2],
 }
 
-/// The waits for the window, a part of the connection's `Extra`: most directions never wait.
+/// The waits for the window, a part of the connection's `Extra`: most directions never fill
+/// the window, nor wait.
 #[derive(Default, Debug)]
 pub(crate) struct Found {
+    /// When the sender filled the window (the wait for it to reopen runs from there).
+    full: Option<At>,
     first: Option<(At, At)>,
     waits: u32,
     total_ns: i64,
@@ -107,8 +110,9 @@ impl Detector for RwndLimited {
                 // sender avoiding silly windows waits for) beyond what the sender has sent.
                 // The wait for it ends here; it counts if the sender sends again (it had more
                 // to send).
+                let full = cs.extra.peek::<Found>(sender).and_then(|f| f.full);
                 if let (Some(full), Some(nxt), 0) =
-                    (st.full[i], c.endpoint(sender).next_seq(), st.reopened_us[i])
+                    (full, c.endpoint(sender).next_seq(), st.reopened_us[i])
                 {
                     let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(536));
                     let room = i64::from(st.edge[i].diff(nxt));
@@ -124,7 +128,11 @@ impl Detector for RwndLimited {
         }
         let st = cs.rwnd_limited.get(&mut cs.used);
         let i = ev.from as usize;
-        if let Some(full) = st.full[i].take() {
+        let full = cs
+            .extra
+            .peek_mut::<Found>(ev.from)
+            .and_then(|f| f.full.take());
+        if let Some(full) = full {
             // The wait ended when the window reopened, or, with no window update seen (an ACK
             // the capture missed, a sender probing), with this data.
             let wait = match std::mem::take(&mut st.reopened_us[i]) {
@@ -138,7 +146,7 @@ impl Detector for RwndLimited {
         if st.max_window[i] > 0 {
             let mss = u32::from(c.endpoint(ev.from).mss().unwrap_or(1460));
             if end >= st.edge[i] - mss / 2 {
-                st.full[i] = Some(ev.at);
+                cs.extra.get::<Found>(ev.from).full = Some(ev.at);
             }
         }
     }

@@ -96,7 +96,9 @@ pub(crate) struct Found {
 const BINS: usize = 4;
 
 /// One direction: the burst being sent (its bytes in quarter round-trip bins, its first
-/// flight) and what the sender reached before it.
+/// flight) and what the sender reached before it. Its flags are
+/// `ConnState::slow_start_restart_flags` (in padding there; here they would pad the state by
+/// 7 bytes): the two are read together as a `Dir`.
 #[derive(Default, Debug)]
 pub(crate) struct State {
     /// The last new data segment, and how long after the burst's first byte it came
@@ -126,10 +128,15 @@ pub(crate) struct State {
     /// (scaled) when the burst began.
     window_before: u32,
     rwnd: u32,
-    flags: u8,
 }
 
-// Bits of `State::flags`.
+/// A direction's `State` and its flags.
+struct Dir<'a> {
+    st: &'a mut State,
+    flags: &'a mut u8,
+}
+
+// Bits of a direction's flags (`Dir::flags`).
 /// The burst follows an idle gap.
 const AFTER_IDLE: u8 = 1;
 /// The sender retransmitted since the burst before began: a small window now is loss recovery.
@@ -147,49 +154,53 @@ const DOUBLED: u8 = 64;
 #[derive(Default)]
 pub struct SlowStartRestart {}
 
-impl State {
+impl Dir<'_> {
     fn is(&self, f: u8) -> bool {
-        self.flags & f != 0
+        *self.flags & f != 0
     }
 
     /// When the burst began.
     fn t0(&self) -> Option<i64> {
-        self.last_data
-            .map(|l| l.ts_ns - i64::from(self.last_since_us) * 1000)
+        self.st
+            .last_data
+            .map(|l| l.ts_ns - i64::from(self.st.last_since_us) * 1000)
     }
 
     /// Move the bins on to bin `b` (closing the ones before it).
     fn advance(&mut self, b: u32) {
-        while self.bin < b {
+        while self.st.bin < b {
             self.close_bin();
-            self.bin += 1;
-            self.bins[self.bin as usize % BINS] = 0;
-            if b - self.bin > BINS as u32 {
+            self.st.bin += 1;
+            self.st.bins[self.st.bin as usize % BINS] = 0;
+            if b - self.st.bin > BINS as u32 {
                 // Four empty bins: nothing to add up in between.
-                self.bins = [0; BINS];
-                self.bin = b;
+                self.st.bins = [0; BINS];
+                self.st.bin = b;
             }
         }
     }
 
     /// The current bin is complete: the round trip ending with it, and the densest bin.
     fn close_bin(&mut self) {
-        let cur = self.bins[self.bin as usize % BINS];
-        self.dense = self.dense.max(cur);
-        let sum = self.bins.iter().fold(0u32, |a, b| a.saturating_add(*b));
-        if sum > self.window {
+        let cur = self.st.bins[self.st.bin as usize % BINS];
+        self.st.dense = self.st.dense.max(cur);
+        let sum = self.st.bins.iter().fold(0u32, |a, b| a.saturating_add(*b));
+        if sum > self.st.window {
             // Growing like slow start: this round trip carried 1.5 times the one before.
-            let growing = u64::from(sum) * 10 >= u64::from(self.rtt_sum) * 15 && self.rtt_sum > 0;
-            self.flags = (self.flags & !GROWING) | if growing { GROWING } else { 0 };
-            self.window = sum;
+            let growing =
+                u64::from(sum) * 10 >= u64::from(self.st.rtt_sum) * 15 && self.st.rtt_sum > 0;
+            *self.flags = (*self.flags & !GROWING) | if growing { GROWING } else { 0 };
+            self.st.window = sum;
         }
-        if self.bin % BINS as u32 == BINS as u32 - 1 {
-            self.rtt_sum = sum;
+        if self.st.bin % BINS as u32 == BINS as u32 - 1 {
+            self.st.rtt_sum = sum;
         }
         // A round trip after the first flight's (bins 5-8: past the first flight's bins)
         // carrying 1.5 times the first flight: the window grew as its ACKs came back.
-        if (5..=8).contains(&self.bin) && u64::from(sum) * 2 >= u64::from(self.first_flight) * 3 {
-            self.flags |= DOUBLED;
+        if (5..=8).contains(&self.st.bin)
+            && u64::from(sum) * 2 >= u64::from(self.st.first_flight) * 3
+        {
+            *self.flags |= DOUBLED;
         }
     }
 
@@ -198,11 +209,12 @@ impl State {
     /// slow start since the burst's first flight added to it.
     fn reached(&self) -> u32 {
         if self.is(GROWING) {
-            self.burst_bytes
-                .saturating_add(self.first_flight)
-                .max(self.window.saturating_mul(2))
+            self.st
+                .burst_bytes
+                .saturating_add(self.st.first_flight)
+                .max(self.st.window.saturating_mul(2))
         } else {
-            self.window
+            self.st.window
         }
     }
 
@@ -210,33 +222,33 @@ impl State {
     /// compares with.
     fn end_burst(&mut self, extra: &mut Extras, side: Side, rtt: i64) -> Option<Restart> {
         let t0 = self.t0()?;
-        let last = self.last_data?.ts_ns;
+        let last = self.st.last_data?.ts_ns;
         self.close_bin();
         let burst = extra.peek::<AfterIdle>(side).copied();
         let mut found = None;
         if let (Some(b), true) = (burst, self.is(AFTER_IDLE) && !self.is(AFTER_LOSS)) {
-            let bytes = u64::from(self.burst_bytes);
+            let bytes = u64::from(self.st.burst_bytes);
             let rwnd = if self.is(RWND) {
-                u64::from(self.rwnd)
+                u64::from(self.st.rwnd)
             } else {
                 u64::MAX
             };
             // The restart is judged against the window reached before the gap.
-            let w = u64::from(self.window_before).min(rwnd);
+            let w = u64::from(self.st.window_before).min(rwnd);
             // The window a sender that kept its window would have used, within the receiver's:
             // at least the one it reached before the gap, and at least the one it reached in
             // this burst from the restarted window (kept, it would have grown from more).
-            let kept = self.window_before.max(self.reached());
+            let kept = self.st.window_before.max(self.reached());
             let w_kept = u64::from(kept).min(rwnd);
-            let second = i64::from(self.second_us) * 1000;
-            let dense = self.dense.max(self.dense_before);
+            let second = i64::from(self.st.second_us) * 1000;
+            let dense = self.st.dense.max(self.st.dense_before);
             // The receiver's window, not the sender's, made the first flight small; or it is
             // not known (no handshake: the window scale is unknown), and cannot be ruled out.
-            let held_by_receiver = !self.is(RWND) || rwnd < 2 * u64::from(self.first_flight);
+            let held_by_receiver = !self.is(RWND) || rwnd < 2 * u64::from(self.st.first_flight);
             if w > 0
                 && rtt > 0
-                && bytes > u64::from(self.first_flight)
-                && u64::from(self.first_flight) * 2 <= w
+                && bytes > u64::from(self.st.first_flight)
+                && u64::from(self.st.first_flight) * 2 <= w
                 && second * 10 >= rtt * 6
                 && second * 2 <= rtt * 3
                 && self.is(DOUBLED)
@@ -247,7 +259,7 @@ impl State {
                 let rounds = bytes.div_ceil(w_kept).max(1) as i64;
                 // The bytes at the densest rate the sender reached: `dense` bytes a bin.
                 let serial =
-                    (bytes as f64 * f64::from(self.bin_us) * 1000.0 / f64::from(dense)) as i64;
+                    (bytes as f64 * f64::from(self.st.bin_us) * 1000.0 / f64::from(dense)) as i64;
                 let would = (rounds - 1) * rtt + serial.min(took);
                 // Worth naming: half a round trip, and a millisecond (a loopback's restart
                 // costs microseconds).
@@ -255,7 +267,7 @@ impl State {
                     found = Some(Restart {
                         burst: b,
                         bytes,
-                        first_flight: self.first_flight,
+                        first_flight: self.st.first_flight,
                         window_before: kept,
                         took_ns: took,
                         would_take_ns: would,
@@ -264,29 +276,29 @@ impl State {
             }
         }
         if !self.is(AFTER_LOSS) {
-            self.window_before = self.window_before.max(self.reached());
+            self.st.window_before = self.st.window_before.max(self.reached());
         }
-        self.dense_before = self.dense_before.max(self.dense);
+        self.st.dense_before = self.st.dense_before.max(self.st.dense);
         found
     }
 
     /// A new burst begins with a segment of `len` bytes at `at`.
     fn begin(&mut self, at: At, len: u32, rtt: i64, after_idle: bool, rwnd: Option<u32>) {
         let after_loss = self.is(LOSS_SEEN);
-        *self = State {
+        *self.st = State {
             last_data: Some(at),
             burst_bytes: len,
             first_flight: len,
             bin_us: u32::try_from((rtt / 4 / 1000).max(1)).unwrap_or(u32::MAX),
             bins: [len, 0, 0, 0],
-            window_before: self.window_before,
-            dense_before: self.dense_before,
+            window_before: self.st.window_before,
+            dense_before: self.st.dense_before,
             rwnd: rwnd.unwrap_or(0),
-            flags: if after_idle { AFTER_IDLE } else { 0 }
-                | if after_loss { AFTER_LOSS } else { 0 }
-                | if rwnd.is_some() { RWND } else { 0 },
             ..State::default()
         };
+        *self.flags = if after_idle { AFTER_IDLE } else { 0 }
+            | if after_loss { AFTER_LOSS } else { 0 }
+            | if rwnd.is_some() { RWND } else { 0 };
     }
 
     /// A segment of `len` new bytes at `at` within the burst.
@@ -294,20 +306,20 @@ impl State {
         let Some(t0) = self.t0() else { return };
         let since = at.ts_ns - t0;
         if since * 2 < rtt {
-            self.first_flight = self.first_flight.saturating_add(len);
-        } else if self.second_us == 0 {
-            self.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
+            self.st.first_flight = self.st.first_flight.saturating_add(len);
+        } else if self.st.second_us == 0 {
+            self.st.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
             if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
                 b.second = Some(at);
             }
         }
-        let b = u32::try_from(since / 1000 / i64::from(self.bin_us.max(1))).unwrap_or(u32::MAX);
+        let b = u32::try_from(since / 1000 / i64::from(self.st.bin_us.max(1))).unwrap_or(u32::MAX);
         self.advance(b);
-        let i = self.bin as usize % BINS;
-        self.bins[i] = self.bins[i].saturating_add(len);
-        self.burst_bytes = self.burst_bytes.saturating_add(len);
-        self.last_data = Some(at);
-        self.last_since_us = u32::try_from(since / 1000).unwrap_or(u32::MAX);
+        let i = self.st.bin as usize % BINS;
+        self.st.bins[i] = self.st.bins[i].saturating_add(len);
+        self.st.burst_bytes = self.st.burst_bytes.saturating_add(len);
+        self.st.last_data = Some(at);
+        self.st.last_since_us = u32::try_from(since / 1000).unwrap_or(u32::MAX);
         if self.is(AFTER_IDLE) {
             if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
                 b.last = at;
@@ -340,15 +352,16 @@ impl Detector for SlowStartRestart {
     ) {
         if ev.seg.payload_len > 0 {
             // The other direction's burst is answered: its next data is a new burst.
-            if let Some(peer) = cs.slow_start_restart.peek_mut(cs.used, ev.from.other()) {
-                peer.flags |= PEER_SPOKE;
+            let peer = ev.from.other();
+            if cs.slow_start_restart.peek_mut(cs.used, peer).is_some() {
+                cs.slow_start_restart_flags[peer as usize] |= PEER_SPOKE;
             }
         }
         if ev.retransmission {
             // A loss cuts the window (to one segment after a timeout): the window reached
             // before it is no longer what the sender has.
             let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
-            st.flags |= LOSS_SEEN;
+            cs.slow_start_restart_flags[ev.from as usize] |= LOSS_SEEN;
             st.window_before = 0;
             return;
         }
@@ -358,18 +371,20 @@ impl Detector for SlowStartRestart {
         let Some(rtt) = rtt_ns(c) else { return };
         // Idle: longer than Linux's minimum RTO plus the round trip.
         let idle = rtt + 200 * MS;
-        let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
-        let gap = st.last_data.map(|t| ev.at.ts_ns - t.ts_ns);
+        let mut d = Dir {
+            st: cs.slow_start_restart.get(&mut cs.used, ev.from),
+            flags: &mut cs.slow_start_restart_flags[ev.from as usize],
+        };
+        let gap = d.st.last_data.map(|t| ev.at.ts_ns - t.ts_ns);
         let len = ev.seg.payload_len;
         let after_idle = gap.is_some_and(|g| g > idle);
-        if gap.is_none() || after_idle || st.is(PEER_SPOKE) {
-            let before_gap = st.last_data;
-            if let Some(r) = st.end_burst(&mut cs.extra, ev.from, rtt) {
+        if gap.is_none() || after_idle || d.is(PEER_SPOKE) {
+            let before_gap = d.st.last_data;
+            if let Some(r) = d.end_burst(&mut cs.extra, ev.from, rtt) {
                 record(&mut cs.extra, ev.from, r);
             }
             let rwnd = c.endpoint(ev.from.other()).window_scaled();
-            let st = cs.slow_start_restart.get(&mut cs.used, ev.from);
-            st.begin(ev.at, len, rtt, after_idle, rwnd);
+            d.begin(ev.at, len, rtt, after_idle, rwnd);
             if let (true, Some(before_gap)) = (after_idle, before_gap) {
                 cs.extra.set(
                     ev.from,
@@ -382,7 +397,7 @@ impl Detector for SlowStartRestart {
                 );
             }
         } else {
-            st.add(ev.at, len, rtt, &mut cs.extra, ev.from);
+            d.add(ev.at, len, rtt, &mut cs.extra, ev.from);
         }
     }
 
@@ -392,7 +407,11 @@ impl Detector for SlowStartRestart {
             let Some(mut st) = cs.slow_start_restart.take(&mut cs.used, side) else {
                 continue;
             };
-            if let Some(r) = st.end_burst(&mut cs.extra, side, rtt) {
+            let mut d = Dir {
+                st: &mut st,
+                flags: &mut cs.slow_start_restart_flags[side as usize],
+            };
+            if let Some(r) = d.end_burst(&mut cs.extra, side, rtt) {
                 record(&mut cs.extra, side, r);
             }
             let Some(found) = cs.extra.take::<Found>(side) else {

@@ -135,7 +135,7 @@ impl Detector for SynStaleState {
         .map(|a| a.frame())
         .collect();
         f.frames.dedup();
-        let prev = c.prev.as_deref().copied();
+        let prev = c.prev().copied();
         let (peer_state, fix) = match prev.map(|p| p.close) {
             Some(Close::Fin { .. }) => (
                 "TIME-WAIT",

@@ -154,7 +154,7 @@ pub fn connection_json(c: &Connection) -> Value {
         }
         None => Value::Null,
     };
-    let prev = c.prev.as_deref().map(|p| {
+    let prev = c.prev().map(|p| {
         json!({
             "id": p.id,
             "close": close_json(p.close),

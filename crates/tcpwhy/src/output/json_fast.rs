@@ -161,7 +161,7 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     o.val("id", &c.id());
     o.val("last_frame", &c.last.frame());
     o.val("packets", &c.packets());
-    match c.prev.as_deref() {
+    match c.prev() {
         Some(p) => {
             let mut q = Obj::new(o.key("prev"));
             q.val("client_next_seq", &p.client_next_seq.map(|s| s.0));
