@@ -112,7 +112,7 @@ impl EndReason {
     }
 }
 
-/// Where the capture point sat, inferred from the handshake (tcp-signatures.md section 10):
+/// Where the capture point sat, inferred from the handshake (docs/tcp-signatures.md section 10):
 /// near the client, SYN -> SYN-ACK is almost the whole round trip; near the server,
 /// SYN-ACK -> ACK is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,7 +184,7 @@ struct Odd {
 
 impl Handshake {
     /// ACKs from the server side, before any SYN-ACK, that do not acknowledge the client's SYN
-    /// (a TIME-WAIT or stale socket answering with old numbers, tcp-signatures.md section 1).
+    /// (a TIME-WAIT or stale socket answering with old numbers, docs/tcp-signatures.md section 1).
     pub fn invalid_acks(&self) -> u32 {
         self.odd.as_ref().map_or(0, |o| o.invalid_acks)
     }
