@@ -12,7 +12,7 @@
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; docs/tcp-signatures.md section 5.
 
-use super::retx::{evidence, Retx};
+use super::resend::{evidence, Retx};
 use super::side_name;
 use crate::finding::ms;
 use crate::{Finding, Info};

@@ -2,6 +2,7 @@
 
 mod accept_queue_full;
 mod fast_retransmit;
+mod resend;
 mod rto_retransmission;
 mod spurious_retransmission;
 pub(crate) mod syn_flood;

@@ -21,6 +21,7 @@ use super::accept_queue_full;
 use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
 use super::spurious_retransmission::{self, Spurious};
+use super::resend::Retx;
 use super::{rtt_ns, ConnState, Recycle, MS};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
@@ -323,36 +324,6 @@ fn us32(ts_ns: i64) -> u32 {
     (ts_ns / 1000) as u32
 }
 
-/// A retransmission, classified.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Retx {
-    /// The range's last transmission before this one (the original, or the resend before).
-    pub original: Option<At>,
-    pub at: At,
-    /// When the wait began: the original transmission, or, for a segment lost before the
-    /// capture point, when the capture saw the hole it left.
-    pub from_ns: i64,
-    pub start: Seq,
-    pub end: Seq,
-    /// Resent within about a round trip of the ACK that announced the loss.
-    pub fast: bool,
-    /// The peer had the data already (acknowledged before the resend; `dsack`: reported twice).
-    pub spurious: bool,
-    pub dsack: bool,
-    /// The capture never saw the original: lost before the capture point.
-    pub upstream: bool,
-    /// ... judged from the silence's length alone (a Linux loss probe's timing, no IDs).
-    pub by_timing: bool,
-    /// It was the last segment sent so far (tail loss).
-    pub tail: bool,
-    /// The peer had acknowledged nothing of this sender's data yet (after its SYN-ACK, for a
-    /// client: silent since the handshake).
-    pub peer_silent: bool,
-    /// Timeouts of this sequence before this resend (each doubled the timer).
-    pub backoff: u32,
-    pub len: u32,
-}
-
 /// What an event tells a sender's state: one of its retransmissions, or a D-SACK block from
 /// its peer.
 pub(crate) enum Event {
@@ -507,22 +478,6 @@ impl State {
             len: seg.payload_len,
         }))
     }
-}
-
-/// Evidence frames of some retransmissions: each original and its retransmission, ascending.
-pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
-    let mut frames: Vec<u64> = seen
-        .iter()
-        .flat_map(|r| {
-            r.original
-                .map(|o| o.frame())
-                .into_iter()
-                .chain([r.at.frame()])
-        })
-        .collect();
-    frames.sort_unstable();
-    frames.dedup();
-    frames
 }
 
 /// The union of wait intervals (original send -> retransmission), added in order of their

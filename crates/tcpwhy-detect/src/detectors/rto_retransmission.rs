@@ -17,7 +17,7 @@
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
-use super::retx::{evidence, Retx};
+use super::resend::{evidence, Retx};
 use super::side_name;
 use crate::finding::{ms, ms_f};
 use crate::{Finding, Info};

@@ -23,7 +23,7 @@
 //! **References.** RFC 2883 (D-SACK), RFC 3522 (Eifel), RFC 5682 (F-RTO); docs/tcp-signatures.md
 //! section 5.
 
-use super::retx::{evidence, Retx};
+use super::resend::{evidence, Retx};
 use super::{rtt_ns, side_name};
 use crate::finding::{ms, ms_f};
 use crate::{Finding, Info};

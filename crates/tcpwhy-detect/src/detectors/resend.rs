@@ -1,0 +1,52 @@
+//! A retransmission as the retransmission detectors share it: classified once by
+//! `retx::Retransmissions`, then reported by the timeout, fast, spurious and accept-queue
+//! findings. It depends on none of them, so none of them depends on another through it.
+
+use tcpwhy_track::At;
+use tcpwhy_wire::Seq;
+
+/// A retransmission, classified.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Retx {
+    /// The range's last transmission before this one (the original, or the resend before).
+    pub original: Option<At>,
+    pub at: At,
+    /// When the wait began: the original transmission, or, for a segment lost before the
+    /// capture point, when the capture saw the hole it left.
+    pub from_ns: i64,
+    pub start: Seq,
+    pub end: Seq,
+    /// Resent within about a round trip of the ACK that announced the loss.
+    pub fast: bool,
+    /// The peer had the data already (acknowledged before the resend; `dsack`: reported twice).
+    pub spurious: bool,
+    pub dsack: bool,
+    /// The capture never saw the original: lost before the capture point.
+    pub upstream: bool,
+    /// ... judged from the silence's length alone (a Linux loss probe's timing, no IDs).
+    pub by_timing: bool,
+    /// It was the last segment sent so far (tail loss).
+    pub tail: bool,
+    /// The peer had acknowledged nothing of this sender's data yet (after its SYN-ACK, for a
+    /// client: silent since the handshake).
+    pub peer_silent: bool,
+    /// Timeouts of this sequence before this resend (each doubled the timer).
+    pub backoff: u32,
+    pub len: u32,
+}
+
+/// Evidence frames of some retransmissions: each original and its retransmission, ascending.
+pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
+    let mut frames: Vec<u64> = seen
+        .iter()
+        .flat_map(|r| {
+            r.original
+                .map(|o| o.frame())
+                .into_iter()
+                .chain([r.at.frame()])
+        })
+        .collect();
+    frames.sort_unstable();
+    frames.dedup();
+    frames
+}
