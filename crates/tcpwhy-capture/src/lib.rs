@@ -12,6 +12,10 @@
 //!
 //! Errors name the file and the byte offset. A file that ends in the middle of a record is not
 //! an error: the packets before it are delivered and a [`Warning`] says where it stopped.
+//!
+//! Architecture invariant: it knows inputs and outputs of frames (files, pipes, AF_PACKET,
+//! the pcap writer), not TCP: frames go out with their link type, time and number, undecoded
+//! above the link layer; each input is read once.
 #![forbid(unsafe_code)]
 
 mod file;

@@ -5,6 +5,10 @@
 //! segment and every finished connection the tracker reports, and emit [`Finding`]s: a stable
 //! kebab-case id, the connection, when, what it cost, the evidence frames, an explanation
 //! with the numbers, and the fix. `tcpwhy explain ID` prints a detector's documentation.
+//!
+//! Architecture invariant: detectors see only what the tracker reports (segments with their
+//! connection, finished connections) and capture time; no I/O, no clock; the same packets give
+//! the same findings in the same order with any number of threads.
 #![forbid(unsafe_code)]
 
 pub mod confidence;

@@ -8,6 +8,9 @@
 //! accept queue filled). Checks turn that [`Snapshot`] into [`HostFinding`]s; they are pure
 //! functions, tested on built snapshots. Reading needs no privilege in the caller's own
 //! namespace; entering another one (`setns`) needs root.
+//!
+//! Architecture invariant: it reads (procfs, sysctls, sock_diag) and changes nothing on the
+//! host; checks are pure functions of a `Snapshot`.
 #![forbid(unsafe_code)]
 
 pub mod checks;

@@ -4,6 +4,10 @@
 //! traffic in them with the socket options each scenario needs, delays and drops packets in
 //! the router through NFQUEUE, captures on a veth with AF_PACKET, and measures every scenario
 //! with and without its fix.
+//!
+//! Architecture invariant: traffic only inside namespaces it made; everything it creates or
+//! changes is undone on exit, failure and Ctrl-C, and recorded under /run/tcpwhy-lab so that
+//! `tcpwhy lab clean` undoes a run killed with SIGKILL.
 #![forbid(unsafe_code)]
 
 /// Live capture and the pcap writer live in tcpwhy-capture; the lab records with them.

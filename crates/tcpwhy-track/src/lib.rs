@@ -21,6 +21,10 @@
 //! assert_eq!(done, vec![1]);
 //! assert_eq!(a.stats().tcp_packets, 1);
 //! ```
+//!
+//! Architecture invariant: the tracker knows TCP, not causes. It tells a `Sink` what happened
+//! to each connection and never judges a delay; it does no I/O and reads no clock (time is
+//! the capture's).
 #![forbid(unsafe_code)]
 
 mod analyzer;

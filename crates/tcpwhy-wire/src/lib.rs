@@ -20,6 +20,9 @@
 //!     other => panic!("not decoded: {other:?}"),
 //! }
 //! ```
+//!
+//! Architecture invariant: bytes in, values out. No I/O, no clock, no other tcpwhy crate; any
+//! byte string decodes to a packet or a `Malformed` kind, never a panic (fuzzed).
 #![forbid(unsafe_code)]
 
 mod ip;
