@@ -210,11 +210,14 @@ fn addr(ip: &str, port: u16) -> SocketAddr {
 
 /// A server on SERVER:port in namespace `ns` that reads each connection up to `limit` bytes
 /// (or its end) and then closes: with a limit, it closes first and holds the TIME-WAIT.
+/// It is listening when this returns.
 fn server(ns: &str, port: u16, limit: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    spawn_in(ns, move || {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let handle = spawn_in(ns, move || {
         // On the CPU the bulk senders use (see the fast-retransmit test): no reordering.
         tcpwhy_lab::os::pin_to_cpu(0).unwrap();
         let l = TcpListener::bind(addr(SERVER, port)).unwrap();
+        let _ = ready_tx.send(());
         l.set_nonblocking(true).unwrap();
         // Bounded by time: a minute at most.
         let end = Instant::now() + Duration::from_secs(60);
@@ -235,7 +238,12 @@ fn server(ns: &str, port: u16, limit: usize, stop: Arc<AtomicBool>) -> std::thre
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }
         }
-    })
+    });
+    // Connections made before the bind would be refused.
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server listens");
+    handle
 }
 
 /// Connect from CLIENT:port (SO_REUSEADDR) to the server with a connect timeout.
