@@ -214,8 +214,6 @@ fn addr(ip: &str, port: u16) -> SocketAddr {
 fn server(ns: &str, port: u16, limit: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let handle = spawn_in(ns, move || {
-        // On the CPU the bulk senders use (see the fast-retransmit test): no reordering.
-        tcpwhy_lab::os::pin_to_cpu(0).unwrap();
         let l = TcpListener::bind(addr(SERVER, port)).unwrap();
         let _ = ready_tx.send(());
         l.set_nonblocking(true).unwrap();
@@ -739,25 +737,25 @@ fn loss_of_one_segment_in_a_thousand_is_named_by_its_fast_retransmits() {
     let srv_w = server(&sw, 5000, usize::MAX, stop.clone());
     let (c0, w0) = (nstat(&c), nstat(&cw));
     let h = host_over(4.0, &[&c, &cw]);
-    // Sender and receivers on one CPU: over veth a bulk sender that moves between CPUs
-    // reorders its segments, and the reordering alone gets a few resent (3 in one run
-    // without any drop), which the healthy pair must not have.
-    let bulk = |ns: &str| {
-        spawn_in(ns, || {
-            tcpwhy_lab::os::pin_to_cpu(0).unwrap();
+    let bulk = |ns: &str, mb: usize| {
+        spawn_in(ns, move || {
             let opts = tcpwhy_lab::traffic::SockOpts {
                 congestion: Some("cubic"),
                 ..Default::default()
             };
             let (mut k, _) = tcpwhy_lab::traffic::connect(addr(SERVER, 5000), &opts).unwrap();
             // 128 MB, about 90 000 segments: some 90 dropped.
-            for _ in 0..128 {
+            for _ in 0..mb {
                 k.write_all(&vec![0u8; 1 << 20]).unwrap();
             }
         })
     };
-    bulk(&c).join().unwrap();
-    bulk(&cw).join().unwrap();
+    // The healthy pair sends a quarter as much: over veth a bulk sender that moves between
+    // CPUs reorders a few segments, and SACK then resends them (3 in a CI run of 128 MB with no
+    // drop; 79 when sender and receiver were pinned to one CPU); 32 MB keeps that noise well under what host-retransmissions
+    // names (ten fast retransmits a second).
+    bulk(&c, 128).join().unwrap();
+    bulk(&cw, 32).join().unwrap();
     let out = h.wait_with_output().unwrap();
     let (c1, w1) = (nstat(&c), nstat(&cw));
     stop.store(true, Ordering::Relaxed);
@@ -779,8 +777,9 @@ fn loss_of_one_segment_in_a_thousand_is_named_by_its_fast_retransmits() {
         "{r}"
     );
     assert!(r["impact"].as_str().unwrap().contains("fast retransmit"));
-    // Without the drop: nothing retransmitted, nothing said.
-    assert_eq!(nstat_delta(&w0, &w1, "TcpRetransSegs"), 0);
+    // Without the drop: at most reordering's few resends, and nothing said.
+    let noise = nstat_delta(&w0, &w1, "TcpRetransSegs");
+    assert!(noise < 10, "{noise} segments resent without a drop");
     assert!(find(&f, &cw, "host-retransmissions").is_none(), "{f:?}");
 }
 
