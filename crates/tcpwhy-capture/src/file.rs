@@ -2,7 +2,7 @@
 
 use crate::open::{self, DynRead, LastError, Opened, Rest};
 use crate::pcap::{self, PcapReader, Record, Stop};
-use crate::{CaptureError, ContainerStats, Packet, ReadOptions, Warning};
+use crate::{CaptureError, ContainerStats, ErrorKind as Kind, Packet, ReadOptions, Warning};
 use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
@@ -151,6 +151,7 @@ impl FileReader {
     /// Open a file (`-` for standard input) the way `options` say.
     pub fn open_with(path: &str, options: ReadOptions) -> Result<FileReader, CaptureError> {
         let opened = open::open(path, options.read_ahead).map_err(|e| CaptureError {
+            kind: Kind::Open,
             file: path.to_string(),
             offset: 0,
             compressed: false,
@@ -200,6 +201,7 @@ impl FileReader {
                 if let Err(stop) = p.skip_file_header() {
                     // The prefix held the whole header: only a failing stream gets here.
                     return Err(CaptureError {
+                        kind: Kind::Read,
                         file: name.to_string(),
                         offset: 0,
                         compressed,
@@ -210,6 +212,7 @@ impl FileReader {
             return Ok(r);
         }
         let err = |message: String| CaptureError {
+            kind: Kind::Format,
             file: name.to_string(),
             offset: 0,
             compressed,
@@ -280,8 +283,9 @@ impl FileReader {
         }
     }
 
-    fn error(&self, message: String) -> CaptureError {
+    fn error(&self, kind: Kind, message: String) -> CaptureError {
         CaptureError {
+            kind,
             file: self.name.clone(),
             offset: self.offset(),
             compressed: self.compressed,
@@ -291,7 +295,7 @@ impl FileReader {
 
     fn stop_truncated(&mut self, detail: &str) {
         let message = format!("file is truncated ({detail}); results cover the packets before it");
-        self.warning = Some(self.error(message));
+        self.warning = Some(self.error(Kind::Truncated, message));
         self.done = true;
     }
 
@@ -396,7 +400,9 @@ impl FileReader {
             }
             Err(Stop::Oversized { caplen }) => {
                 self.done = true;
-                Err(self.error(format!(
+                Err(self.error(
+                    Kind::Corrupt,
+                    format!(
                     "corrupt record: claims more than {} MiB ({caplen} bytes), larger than any real frame",
                     MAX_CAPACITY >> 20
                 )))
@@ -407,7 +413,7 @@ impl FileReader {
             }
             Err(Stop::Io(e)) => {
                 self.done = true;
-                Err(self.error(format!("read error: {e}")))
+                Err(self.error(Kind::Read, format!("read error: {e}")))
             }
         }
     }
@@ -422,7 +428,9 @@ impl FileReader {
                     if consumed == 0 {
                         // The parser made no progress: never loop on it.
                         self.done = true;
-                        return Err(self.error("corrupt block of length 0".to_string()));
+                        return Err(
+                            self.error(Kind::Corrupt, "corrupt block of length 0".to_string())
+                        );
                     }
                     let head = Self::take_block(
                         block,
@@ -459,7 +467,7 @@ impl FileReader {
                                 MAX_CAPACITY >> 20
                             ),
                         };
-                        return Err(self.error(format!("{what}{why}")));
+                        return Err(self.error(Kind::Corrupt, format!("{what}{why}")));
                     }
                     self.capacity *= 2;
                     reader.grow(self.capacity);
@@ -493,7 +501,7 @@ impl FileReader {
                             BadBlock::Corrupt => block_problem(&self.format, &self.inner),
                             _ => String::new(),
                         };
-                        return Err(self.error(format!("{what}{why}")));
+                        return Err(self.error(Kind::Corrupt, format!("{what}{why}")));
                     }
                 },
             }
@@ -509,11 +517,11 @@ impl FileReader {
             }
             Some(e) => {
                 self.done = true;
-                Err(self.error(format!("read error: {e}")))
+                Err(self.error(Kind::Read, format!("read error: {e}")))
             }
             None => {
                 self.done = true;
-                Err(self.error("read error".to_string()))
+                Err(self.error(Kind::Read, "read error".to_string()))
             }
         }
     }

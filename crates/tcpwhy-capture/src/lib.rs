@@ -44,9 +44,30 @@ pub struct Packet<'a> {
     pub source: usize,
 }
 
+/// What kind of problem a [`CaptureError`] is, for a caller that treats them apart (the
+/// message says the same in words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The input could not be opened (missing, a directory, no permission), or was named
+    /// twice where it gives its bytes once.
+    Open,
+    /// The input is not a capture this crate reads (by its first bytes), or its header is
+    /// malformed.
+    Format,
+    /// A record or block lies about itself (a length beyond any frame, broken framing).
+    Corrupt,
+    /// The input ends inside a record: a [`Warning`], with the packets before it delivered.
+    Truncated,
+    /// Reading or decompressing failed.
+    Read,
+    /// A copy the caller keeps of an input for a second pass could not be made or written.
+    Copy,
+}
+
 /// A problem that stops reading a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaptureError {
+    pub kind: ErrorKind,
     pub file: String,
     /// Byte offset in the file (in the decompressed stream for compressed input).
     pub offset: u64,

@@ -177,6 +177,7 @@ fn truncated_last_record_keeps_earlier_packets_and_warns() {
         msg.starts_with("f0: at byte 80: file is truncated"),
         "{msg}"
     );
+    assert_eq!(w[0].kind, ErrorKind::Truncated);
 }
 
 #[test]
@@ -188,6 +189,7 @@ fn not_a_capture_names_the_file_and_bytes() {
         e.to_string(),
         "notes.txt: at byte 0: not a pcap or pcapng capture (first bytes 68 65 6c 6c)"
     );
+    assert_eq!(e.kind, ErrorKind::Format);
     let e = reader("empty", Vec::new()).err().unwrap();
     assert!(e.to_string().contains("empty file"), "{e}");
     let e = reader("short", vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0])
@@ -216,6 +218,7 @@ fn absurd_record_length_is_an_error_with_offset() {
             .starts_with("f0: at byte 80: corrupt record: claims more than 16 MiB"),
         "{e}"
     );
+    assert_eq!(e.kind, ErrorKind::Corrupt);
 }
 
 #[test]
@@ -678,4 +681,5 @@ fn a_directory_is_refused_as_one() {
             .ends_with("at byte 0: cannot open: a directory, not a capture"),
         "{e}"
     );
+    assert_eq!(e.kind, ErrorKind::Open);
 }
