@@ -12,7 +12,7 @@ use tcpwhy_capture::{Capture, ReadOptions};
 use tcpwhy_detect::{Detectors, Output};
 use tcpwhy_track::{Analyzer, Config, Frontend, Stats, TrackerStats};
 
-pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
+pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode> {
     if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
         return Err(io::Error::other(
             "--idle-timeout must be a positive number of seconds",
@@ -26,7 +26,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
         ..Config::default()
     };
     if let Some(iface) = &args.interface {
-        return run_live(iface, args, cfg);
+        return run_live(iface, args, cfg, color);
     }
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
     // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
@@ -40,7 +40,7 @@ pub fn run(args: &AnalyzeArgs) -> io::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let mut printer = printer(args, Some(inputs), &cfg)?;
+    let mut printer = printer(args, Some(inputs), &cfg, color)?;
     let history_secs = cfg.history_ns / 1_000_000_000;
 
     let mut progress = Progress::new(&args.files, capture.compressed(), args.quiet);
@@ -350,6 +350,7 @@ fn printer(
     args: &AnalyzeArgs,
     inputs: Option<Inputs>,
     cfg: &Config,
+    color: crate::ColorChoice,
 ) -> io::Result<Box<dyn Printer>> {
     let live = inputs.is_none();
     let out: Box<dyn Write> = match &args.output {
@@ -379,9 +380,12 @@ fn printer(
                 output::text::DetailSel::None
             };
             let style = if args.output.is_some() {
-                output::text::Style::default()
+                output::text::Style {
+                    color: color.enabled(false),
+                    width: None,
+                }
             } else {
-                output::text::Style::for_stdout()
+                output::text::Style::for_stdout(color)
             };
             Box::new(output::text::TextPrinter::new(
                 out, args.top, live, sel, style,
@@ -391,7 +395,12 @@ fn printer(
 }
 
 /// `--interface`: capture live (AF_PACKET, the lab's capture module) until Ctrl-C.
-fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode> {
+fn run_live(
+    iface: &str,
+    args: &AnalyzeArgs,
+    cfg: Config,
+    color: crate::ColorChoice,
+) -> io::Result<ExitCode> {
     let mut cap = match tcpwhy_capture::live::LiveCapture::open(Some(iface)) {
         Ok(c) => c,
         Err(e) => {
@@ -400,7 +409,7 @@ fn run_live(iface: &str, args: &AnalyzeArgs, cfg: Config) -> io::Result<ExitCode
         }
     };
     let stop = interrupt_flag()?;
-    let mut printer = printer(args, None, &cfg)?;
+    let mut printer = printer(args, None, &cfg, color)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");

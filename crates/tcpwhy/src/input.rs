@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use tcpwhy_capture::{Capture, CaptureError, FileReader, ReadOptions};
+use tcpwhy_capture::{Capture, CaptureError, ErrorKind, FileReader, ReadOptions};
 
 /// What a second pass over the inputs of a run needs.
 pub struct Inputs {
@@ -51,6 +51,7 @@ impl Inputs {
                 let dir = std::env::temp_dir();
                 let file = create_copy(&dir).map_err(|e| {
                     error(
+                        ErrorKind::Copy,
                         name,
                         format!(
                             "cannot keep a copy for the second pass (the graphs) in {}: {e} \
@@ -70,7 +71,7 @@ impl Inputs {
                 None => FileReader::open_with(name, options)?,
                 Some(copy) => {
                     let raw = tcpwhy_capture::raw_input(name)
-                        .map_err(|e| error(name, format!("cannot open: {e}")))?;
+                        .map_err(|e| error(ErrorKind::Open, name, format!("cannot open: {e}")))?;
                     let tee = Tee {
                         inner: raw,
                         copy: copy.clone(),
@@ -127,6 +128,7 @@ fn once(names: &[String]) -> Result<(), CaptureError> {
         let id = (meta.dev(), meta.ino());
         if seen.contains(&id) {
             return Err(error(
+                ErrorKind::Open,
                 name,
                 "named twice: standard input, a pipe or a device gives its bytes only once"
                     .to_string(),
@@ -142,8 +144,9 @@ fn regular(name: &str) -> bool {
     name != "-" && std::fs::metadata(name).is_ok_and(|m| m.is_file())
 }
 
-fn error(name: &str, message: String) -> CaptureError {
+fn error(kind: ErrorKind, name: &str, message: String) -> CaptureError {
     CaptureError {
+        kind,
         file: name.to_string(),
         offset: 0,
         compressed: false,

@@ -13,15 +13,47 @@ mod lab;
 mod output;
 mod time;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io;
 use std::process::ExitCode;
 
+/// The version and the commit it was built from (build.rs; "unknown" outside a git checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TCPWHY_COMMIT"), ")");
+
 #[derive(Parser)]
-#[command(name = "tcpwhy", version, about = "Why was this TCP connection slow?")]
+#[command(name = "tcpwhy", version = VERSION, about = "Why was this TCP connection slow?")]
 struct Cli {
+    /// Colours in the terminal report and in `explain`: auto (on a terminal, unless NO_COLOR
+    /// is set; CLICOLOR_FORCE=1 forces them), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
     #[command(subcommand)]
     command: Command,
+}
+
+/// When to colour output (`--color`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour output that goes to a terminal (`tty`) or not: `always` and `never`
+    /// as said; `auto` never with NO_COLOR set (non-empty), always with CLICOLOR_FORCE set
+    /// (non-empty, not 0), otherwise on a terminal only.
+    pub fn enabled(self, tty: bool) -> bool {
+        let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) => {
+                false
+            }
+            ColorChoice::Auto => set("CLICOLOR_FORCE") || tty,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -39,6 +71,18 @@ enum Command {
     /// Reproduce each latency pathology on this kernel in network namespaces (root).
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Print a completion script for a shell (bash: `tcpwhy completions bash >
+    /// ~/.local/share/bash-completion/completions/tcpwhy`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page in roff (`tcpwhy man | man -l -`; install:
+    /// `tcpwhy man > ~/.local/share/man/man1/tcpwhy.1`); with a subcommand, its own page.
+    Man {
+        /// A subcommand (analyze, explain, host, lab, completions); without one, tcpwhy's page.
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -108,11 +152,17 @@ pub struct AnalyzeArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let color = cli.color;
     let result = match cli.command {
-        Command::Analyze(args) => analyze::run(&args),
+        Command::Analyze(args) => analyze::run(&args, color),
         Command::Lab(cmd) => lab::run(&cmd),
         Command::Host(args) => hostcmd::run(&args),
-        Command::Explain { id } => explain(id.as_deref()),
+        Command::Explain { id } => explain(id.as_deref(), color),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "tcpwhy", &mut io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { subcommand } => man(subcommand.as_deref()),
     };
     match result {
         Ok(code) => code,
@@ -138,7 +188,24 @@ pub fn printable(s: &str) -> String {
     o
 }
 
-fn explain(id: Option<&str>) -> io::Result<ExitCode> {
+/// The manual page of tcpwhy or of one of its subcommands, in roff, on standard output.
+fn man(sub: Option<&str>) -> io::Result<ExitCode> {
+    let top = Cli::command().version(VERSION);
+    let page = match sub {
+        None => top,
+        Some(name) => match top.find_subcommand(name) {
+            Some(c) => c.clone().name(format!("tcpwhy-{name}")).version(VERSION),
+            None => {
+                eprintln!("tcpwhy man: no subcommand {name:?} (tcpwhy --help lists them)");
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
+    clap_mangen::Man::new(page).render(&mut io::stdout().lock())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(id: Option<&str>, color: ColorChoice) -> io::Result<ExitCode> {
     use std::io::{IsTerminal, Write};
     let mut out = io::stdout().lock();
     let infos = tcpwhy_detect::infos();
@@ -153,8 +220,7 @@ fn explain(id: Option<&str>) -> io::Result<ExitCode> {
         eprintln!("tcpwhy explain: no finding {id:?}; `tcpwhy explain` lists them");
         return Ok(ExitCode::from(2));
     };
-    let bold =
-        io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let bold = color.enabled(io::stdout().is_terminal());
     // The detector's documentation is its file's opening `//!` comment (Markdown, as rustdoc
     // shows it); rendered for a terminal.
     let doc = info

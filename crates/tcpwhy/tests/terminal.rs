@@ -1,5 +1,5 @@
-//! The terminal report: colours only on a terminal and never with NO_COLOR, tables that fit
-//! the terminal's width, `--quiet`. A terminal is made with util-linux `script` (a pty).
+//! The terminal report: colours only on a terminal and never with NO_COLOR (or as `--color`
+//! and CLICOLOR_FORCE say), tables that fit the terminal's width, `--quiet`. A terminal is made with util-linux `script` (a pty).
 
 mod common;
 use common::{fixture, lab_fixture, tcpwhy, TempDir};
@@ -115,4 +115,70 @@ fn quiet_silences_warnings_but_not_errors() {
     let bad = tcpwhy(&["analyze", "--quiet", &fixture("bad-magic.pcap")]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("bad-magic.pcap"));
+}
+
+/// `--color`: `always` colours a pipe and a file, `never` a terminal; in `auto`,
+/// CLICOLOR_FORCE colours a pipe unless NO_COLOR is set; `explain` follows the same rule.
+#[test]
+fn color_option_and_the_environment() {
+    let f = lab_fixture("stale-syn-timewait-broken.pcap.gz");
+    let red = b"\x1b[1;31msyn-stale-state\x1b[0m";
+    let has = |out: &[u8], what: &[u8]| out.windows(what.len()).any(|w| w == what);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcpwhy"));
+        cmd.args(args)
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("tcpwhy runs").stdout
+    };
+    assert!(has(&run(&["analyze", "--color", "always", &f], &[]), red));
+    assert!(has(&run(&["--color", "always", "analyze", &f], &[]), red));
+    assert!(!has(&run(&["analyze", &f], &[]), b"\x1b["));
+    assert!(has(&run(&["analyze", &f], &[("CLICOLOR_FORCE", "1")]), red));
+    assert!(!has(
+        &run(&["analyze", &f], &[("CLICOLOR_FORCE", "0")]),
+        b"\x1b["
+    ));
+    assert!(!has(
+        &run(
+            &["analyze", &f],
+            &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]
+        ),
+        b"\x1b["
+    ));
+    assert!(!has(
+        &run(
+            &["analyze", "--color", "never", &f],
+            &[("CLICOLOR_FORCE", "1")]
+        ),
+        b"\x1b["
+    ));
+    // `always` with NO_COLOR set: the option wins.
+    assert!(has(
+        &run(&["analyze", "--color", "always", &f], &[("NO_COLOR", "1")]),
+        red
+    ));
+    // A report written to a file is coloured only when asked.
+    let dir = TempDir::new("color");
+    let out = dir.join("report.txt");
+    let o = out.to_string_lossy().to_string();
+    run(&["analyze", "--color", "always", "-o", &o, &f], &[]);
+    assert!(has(&std::fs::read(&out).expect("the report"), red));
+    run(&["analyze", "-o", &o, &f], &[("CLICOLOR_FORCE", "1")]);
+    assert!(has(&std::fs::read(&out).expect("the report"), red));
+    run(&["analyze", "-o", &o, &f], &[]);
+    assert!(!has(&std::fs::read(&out).expect("the report"), b"\x1b["));
+    // explain: bold labels when asked, plain text otherwise.
+    let bold = b"\x1b[1mSignal.\x1b[0m";
+    assert!(has(
+        &run(&["explain", "zero-window", "--color", "always"], &[]),
+        bold
+    ));
+    assert!(!has(&run(&["explain", "zero-window"], &[]), b"\x1b["));
+    if let Some(tty) = on_a_terminal(&format!("--color never analyze {f}"), 120, &[]) {
+        assert!(!tty.contains("\x1b["), "{tty}");
+    }
 }

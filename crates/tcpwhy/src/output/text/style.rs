@@ -11,11 +11,11 @@ pub struct Style {
 }
 
 impl Style {
-    /// For standard output: colour and width only when it is a terminal.
-    pub fn for_stdout() -> Style {
+    /// For standard output: the width only when it is a terminal; colour as `--color` says
+    /// (by default only on a terminal).
+    pub fn for_stdout(color: crate::ColorChoice) -> Style {
         use std::io::IsTerminal;
         let tty = io::stdout().is_terminal();
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let width = if tty {
             terminal_size::terminal_size()
                 .map(|(w, _)| usize::from(w.0))
@@ -26,7 +26,7 @@ impl Style {
             None
         };
         Style {
-            color: tty && !no_color,
+            color: color.enabled(tty),
             width,
         }
     }

@@ -1,0 +1,111 @@
+//! The command line around the analysis: shell completions and manual pages generated from
+//! the CLI definition, and `--version` naming the commit the binary was built from.
+
+mod common;
+use common::tcpwhy;
+
+fn stdout(args: &[&str]) -> (Option<i32>, String) {
+    let out = tcpwhy(args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn completions_for_each_shell_know_the_subcommands_and_options() {
+    let (code, bash) = stdout(&["completions", "bash"]);
+    assert_eq!(code, Some(0));
+    assert!(bash.contains("_tcpwhy()"), "{bash}");
+    for word in [
+        "analyze",
+        "explain",
+        "host",
+        "lab",
+        "--max-connections",
+        "--fail-on",
+    ] {
+        assert!(bash.contains(word), "bash completion lacks {word}");
+    }
+    let (_, zsh) = stdout(&["completions", "zsh"]);
+    assert!(zsh.starts_with("#compdef tcpwhy"), "{zsh}");
+    assert!(zsh.contains("--format"));
+    let (_, fish) = stdout(&["completions", "fish"]);
+    assert!(fish.contains("complete -c tcpwhy"), "{fish}");
+    assert!(fish.contains("-l color"), "{fish}");
+    let (code, _) = stdout(&["completions", "tcsh"]);
+    assert_eq!(code, Some(2), "an unknown shell is a usage error");
+    // bash itself accepts the script and registers the completion.
+    if let Ok(out) = std::process::Command::new("bash")
+        .args(["-c", &format!("{bash}\ncomplete -p tcpwhy")])
+        .output()
+    {
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("_tcpwhy") && said.contains("tcpwhy"),
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn manual_pages_in_roff() {
+    let (code, page) = stdout(&["man"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        page.contains(".TH tcpwhy 1"),
+        "{}",
+        &page[..page.len().min(400)]
+    );
+    assert!(page.contains("Why was this TCP connection slow?"));
+    for sub in ["analyze", "explain", "host", "lab", "completions"] {
+        assert!(page.contains(sub), "the page lists {sub}");
+    }
+    let (code, analyze) = stdout(&["man", "analyze"]);
+    assert_eq!(code, Some(0));
+    assert!(analyze.contains(".TH tcpwhy-analyze 1"), "{analyze}");
+    assert!(analyze.contains("max\\-connections"), "{analyze}");
+    let (code, _) = stdout(&["man", "nope"]);
+    assert_eq!(code, Some(2));
+    // man(1) renders it where man-db is installed.
+    let rendered = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{} man analyze | MANWIDTH=100 man -l - 2>/dev/null",
+                env!("CARGO_BIN_EXE_tcpwhy")
+            ),
+        ])
+        .output();
+    if let Ok(out) = rendered {
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !text.is_empty() {
+            assert!(text.contains("--max-connections"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn version_names_the_commit() {
+    let (code, v) = stdout(&["--version"]);
+    assert_eq!(code, Some(0));
+    let v = v.trim();
+    let rest = v
+        .strip_prefix(&format!("tcpwhy {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        rest == "unknown" || (rest.len() == 12 && rest.chars().all(|c| c.is_ascii_hexdigit())),
+        "{v}"
+    );
+    // In a git checkout it is HEAD (the build script runs again when HEAD moves).
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    if let Ok(out) = head {
+        if out.status.success() {
+            assert_eq!(rest, String::from_utf8_lossy(&out.stdout).trim());
+        }
+    }
+}
