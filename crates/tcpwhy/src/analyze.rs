@@ -6,7 +6,7 @@ use crate::output::{self, Printer, Report, ToPrinter};
 use crate::{AnalyzeArgs, Format};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 use tcpwhy_capture::{Capture, ReadOptions};
 use tcpwhy_detect::{Detectors, Output};
@@ -20,6 +20,24 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     }
     check_ids("--disable", &args.disable)?;
     check_ids("--fail-on", &args.fail_on)?;
+    if args.exchanges && args.format != Format::Json && !args.quiet {
+        eprintln!(
+            "tcpwhy: warning: --exchanges adds records to --format json only; the {} report \
+             summarises the exchanges without it",
+            if args.format == Format::Html {
+                "HTML"
+            } else {
+                "text"
+            }
+        );
+    }
+    if args.files.iter().any(|f| f == "-") && io::stdin().is_terminal() {
+        eprintln!(
+            "tcpwhy: standard input is a terminal, not a capture: pipe one in \
+             (tcpdump -w - ... | tcpwhy analyze -) or name a file"
+        );
+        return Ok(ExitCode::from(2));
+    }
     let cfg = Config {
         idle_timeout_ns: (args.idle_timeout * 1e9) as i64,
         max_connections: args.max_connections.max(1),
@@ -30,7 +48,7 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     }
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
     // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
-    let threads = args.threads.unwrap_or_else(default_threads);
+    let threads = args.threads.map_or_else(default_threads, usize::from);
     let again = args.format == Format::Html;
     let options = read_options(args.files.len(), threads);
     let (mut capture, inputs) = match Inputs::open(&args.files, again, options) {

@@ -97,6 +97,9 @@ pub enum Format {
 }
 
 #[derive(clap::Args)]
+#[command(
+    override_usage = "tcpwhy analyze [OPTIONS] <CAPTURE>...\n       tcpwhy analyze [OPTIONS] --interface <IFACE>"
+)]
 pub struct AnalyzeArgs {
     /// Capture files, read as one capture merged by timestamp; `-` reads standard input.
     #[arg(required_unless_present = "interface", value_name = "CAPTURE")]
@@ -125,7 +128,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "ID[,ID]", value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// JSON: also write a record per request/response exchange (its latency split) and per
-    /// stall in a transfer (its class).
+    /// stall in a transfer (its class). The text and HTML reports summarise them anyway.
     #[arg(long)]
     pub exchanges: bool,
     /// Text: a detailed section (findings with fixes and evidence, stalls, exchanges) for these
@@ -143,8 +146,8 @@ pub struct AnalyzeArgs {
     /// share of them (by 4-tuple); the report is the same for any number. Default: a worker
     /// per CPU plus the reading thread; 1 does everything on one thread (where a core is spare,
     /// the file is read, and decompressed, ahead of it on another).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
     /// How many of the slowest connections the text report lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,

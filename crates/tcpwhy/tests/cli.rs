@@ -109,3 +109,52 @@ fn version_names_the_commit() {
         }
     }
 }
+
+/// Options that did nothing now say so: an unknown `--connection` id, `--exchanges` with a
+/// report that has no exchange records, `--threads 0`, a terminal as standard input; the usage
+/// line shows that a capture is required.
+#[test]
+fn options_that_cannot_apply_say_so() {
+    let f = common::lab_fixture("stale-syn-timewait-broken.pcap.gz");
+    let out = tcpwhy(&["analyze", "--connection", "999999,2256", &f]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("connection 999999: no connection of this capture has that id"),
+        "{text}"
+    );
+    assert!(!text.contains("connection 2256: no connection"), "{text}");
+    let out = tcpwhy(&["analyze", "--exchanges", &f]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--exchanges adds records to --format json only"),
+        "{err}"
+    );
+    let out = tcpwhy(&["analyze", "--exchanges", "--format", "json", &f]);
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty());
+    let out = tcpwhy(&["analyze", "--threads", "0", &f]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+    let help = String::from_utf8_lossy(&tcpwhy(&["analyze", "--help"]).stdout).to_string();
+    assert!(
+        help.contains("Usage: tcpwhy analyze [OPTIONS] <CAPTURE>..."),
+        "{help}"
+    );
+    // Standard input on a terminal (util-linux script makes one): an error at once, with a hint.
+    let bin = env!("CARGO_BIN_EXE_tcpwhy");
+    if let Ok(out) = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("timeout 5 {bin} analyze -; echo rc=$?"),
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        let said = String::from_utf8_lossy(&out.stdout);
+        if !said.is_empty() {
+            assert!(said.contains("standard input is a terminal"), "{said}");
+            assert!(said.contains("rc=2"), "{said}");
+        }
+    }
+}

@@ -368,10 +368,27 @@ impl Printer for TextPrinter {
             }
         }
         let details = std::mem::take(&mut self.details.done);
-        if !details.is_empty() {
+        // `--connection` ids that named no connection of this capture.
+        let missing: Vec<u64> = match &self.details.sel {
+            DetailSel::Ids(ids) => ids
+                .iter()
+                .copied()
+                .filter(|id| !details.keys().any(|k| k.1 == *id))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !details.is_empty() || !missing.is_empty() {
             writeln!(o, "\nConnection details:")?;
             for section in details.values() {
                 write!(o, "{section}")?;
+            }
+            for id in missing {
+                writeln!(
+                    o,
+                    "connection {id}: no connection of this capture has that id (an id is the \
+                     frame number of the connection's first packet, as the tables and the JSON \
+                     show)"
+                )?;
             }
         }
         if let Some(e) = &r.error {
