@@ -422,3 +422,78 @@ fn decoding_into_a_used_segment_leaves_nothing_of_it() {
     }
     assert!(tcp > 10_000, "only {tcp} random frames were TCP");
 }
+
+/// The wrappers of PPP, Solaris ipnet, Linux NFLOG and Apple PKTAP, each
+/// built by hand around the same IPv4 (and for some IPv6) segment, decode to that segment.
+#[test]
+fn ppp_ipnet_nflog_and_pktap() {
+    let tcp = tcp_header(7, 9, TcpFlags::ACK, &[]);
+    let ip4 = ipv4(&tcp, 10, 0, &[]);
+    let ip6 = ipv6(6, &[], &tcp, 10);
+    let check = |link: LinkType, frame: &[u8]| {
+        let s = tcp_of(decode(link, frame, frame.len() as u32));
+        assert_eq!(
+            (s.src_port, s.dst_port, s.seq.0, s.payload_len),
+            (40000, 80, 7, 10)
+        );
+    };
+    // PPP: with address and control, 2-byte protocol; without them; compressed (1 byte).
+    for head in [&[0xff, 0x03, 0x00, 0x21][..], &[0x00, 0x21], &[0x21]] {
+        let mut f = head.to_vec();
+        f.extend_from_slice(&ip4);
+        check(LinkType::PPP, &f);
+    }
+    let mut f = vec![0xff, 0x03, 0x00, 0x57];
+    f.extend_from_slice(&ip6);
+    check(LinkType::PPP, &f);
+    let mut lcp = vec![0xff, 0x03, 0xc0, 0x21];
+    lcp.extend_from_slice(&[1, 1, 0, 4]);
+    assert_eq!(
+        decode(LinkType::PPP, &lcp, lcp.len() as u32),
+        Ok(Decoded::Skipped(Skip::NotIp))
+    );
+    // ipnet: version 1, family 2 / 26, then 22 bytes of the rest of the header.
+    for (family, ip) in [(2u8, &ip4), (26, &ip6)] {
+        let mut f = vec![1, family];
+        f.extend(std::iter::repeat_n(0, 22));
+        f.extend_from_slice(ip);
+        check(LinkType::IPNET, &f);
+    }
+    // NFLOG: a prefix TLV ("x\0", padded), then the payload TLV; lengths little-endian (an
+    // x86 capture) and big-endian.
+    for little in [true, false] {
+        let u16b = |v: u16| {
+            if little {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            }
+        };
+        let mut f = vec![2, 0, 0, 0];
+        f.extend_from_slice(&u16b(6));
+        f.extend_from_slice(&u16b(10)); // NFULA_PREFIX
+        f.extend_from_slice(&[b'x', 0, 0, 0]);
+        f.extend_from_slice(&u16b(4 + ip4.len() as u16));
+        f.extend_from_slice(&u16b(9));
+        f.extend_from_slice(&ip4);
+        check(LinkType::NFLOG, &f);
+    }
+    // PKTAP: a 108-byte header naming DLT_EN10MB, then an Ethernet frame.
+    let mut f = 108u32.to_le_bytes().to_vec();
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend(std::iter::repeat_n(0, 96));
+    f.extend_from_slice(&ether(&[0x0800], &ip4));
+    check(LinkType::PKTAP, &f);
+    // Cut anywhere, none of them panics.
+    for link in [
+        LinkType::PPP,
+        LinkType::IPNET,
+        LinkType::NFLOG,
+        LinkType::PKTAP,
+    ] {
+        for n in 0..f.len() {
+            let _ = decode(link, &f[..n], n as u32);
+        }
+    }
+}

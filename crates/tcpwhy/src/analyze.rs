@@ -90,6 +90,13 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
              or interface offset out of range): each was taken as stamped at the packet before it"
         ));
     }
+    for (lt, n) in &stats.skipped_link_types {
+        let name = tcpwhy_wire::LinkType(*lt).name().unwrap_or("unknown");
+        let s = if *n == 1 { "" } else { "s" };
+        warnings.push(format!(
+            "{n} packet{s} of link type {name} ({lt}) skipped: not supported"
+        ));
+    }
     if tracker_stats.evicted > 0 {
         warnings.push(format!(
             "{} connections were finished early to stay under --max-connections {}",

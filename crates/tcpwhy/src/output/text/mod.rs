@@ -281,7 +281,8 @@ impl Printer for TextPrinter {
         )?;
         let mut skipped: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
         for (lt, n) in &s.skipped_link_types {
-            skipped.push(format!("{n} of link type {lt}"));
+            let name = tcpwhy_wire::LinkType(*lt).name().unwrap_or("unknown");
+            skipped.push(format!("{n} of link type {name} ({lt})"));
         }
         skipped.retain(|x| !x.ends_with(" link-type"));
         if !skipped.is_empty() {
