@@ -235,7 +235,13 @@ impl Output for Collect<'_> {
     }
     fn finding(&mut self, f: &Finding) {
         if self.json.is_some() {
-            self.line(LineOf::Finding(f.id), |b| json::write_finding(b, f));
+            let what = LineOf::Finding {
+                id: f.id,
+                cost_ns: f.cost_ns,
+                connection: (!f.capture_wide()).then_some(f.connection),
+                low: f.confidence.level == tcpwhy_detect::Level::Low,
+            };
+            self.line(what, |b| json::write_finding(b, f));
         } else {
             self.finding_owned(f.clone());
         }
@@ -400,7 +406,7 @@ impl<'a> Sinks<'a> {
                 if let Some((bytes, what)) = b.line(i) {
                     match what {
                         LineOf::Connection(_) => self.open = self.open.saturating_sub(1),
-                        LineOf::Finding(id) => *self.ids.entry(id).or_insert(0) += 1,
+                        LineOf::Finding { id, .. } => *self.ids.entry(id).or_insert(0) += 1,
                         LineOf::Exchange | LineOf::Stall => {}
                     }
                     self.printer.line(bytes, what);

@@ -158,3 +158,57 @@ fn options_that_cannot_apply_say_so() {
         }
     }
 }
+
+/// The JSON summary's `causes` are the finding records added up per id (counted here from
+/// the records), ranked by time lost, with any number of threads.
+#[test]
+fn json_summary_causes_add_up_the_findings() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/lab");
+    for name in [
+        "stale-syn-timewait-broken.pcap.gz",
+        "nagle-delayed-ack-broken.pcap",
+    ] {
+        let f = root.join(name).to_string_lossy().to_string();
+        for threads in ["1", "3"] {
+            let out = tcpwhy(&["analyze", "--format", "json", "--threads", threads, &f]);
+            let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let mut want: std::collections::BTreeMap<
+                String,
+                (u64, f64, std::collections::BTreeSet<u64>),
+            > = Default::default();
+            for r in recs.iter().filter(|r| r["type"] == "finding") {
+                let e = want
+                    .entry(r["id"].as_str().unwrap_or("?").to_string())
+                    .or_default();
+                e.0 += 1;
+                e.1 += r["cost_ms"].as_f64().unwrap_or(0.0);
+                e.2.extend(r["connection"].as_u64());
+            }
+            assert!(!want.is_empty(), "{name}: no findings");
+            let causes = recs
+                .iter()
+                .find(|r| r["type"] == "summary")
+                .map(|s| s["causes"].clone())
+                .expect("a summary");
+            let got = causes.as_array().expect("a list");
+            assert_eq!(got.len(), want.len(), "{name}: {causes}");
+            let costs: Vec<f64> = got
+                .iter()
+                .map(|c| c["cost_ms"].as_f64().unwrap_or(-1.0))
+                .collect();
+            assert!(costs.windows(2).all(|w| w[0] >= w[1]), "ranked: {causes}");
+            for c in got {
+                let (n, cost, conns) = &want[c["id"].as_str().unwrap_or("?")];
+                assert_eq!(c["findings"], *n, "{name}: {c}");
+                assert_eq!(c["connections"], conns.len(), "{name}: {c}");
+                assert!(
+                    (c["cost_ms"].as_f64().unwrap_or(-1.0) - cost).abs() < 0.01,
+                    "{c}"
+                );
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 use super::{endpoint, Printer, Report};
 use crate::time::{ms, rfc3339};
 use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 #[cfg(test)]
 use tcpwhy_track::{Close, Endpoint, RttStats};
@@ -21,6 +22,46 @@ pub struct JsonPrinter {
     exchanges: bool,
     /// One record's bytes (reused).
     buf: Vec<u8>,
+    /// Findings per id, for the summary's `causes`.
+    causes: BTreeMap<&'static str, CauseTotal>,
+}
+
+/// One finding id's totals over the capture.
+#[derive(Default)]
+struct CauseTotal {
+    findings: u64,
+    low: u64,
+    cost_ns: i64,
+    connections: BTreeSet<u64>,
+}
+
+impl JsonPrinter {
+    fn count(&mut self, id: &'static str, cost_ns: i64, connection: Option<u64>, low: bool) {
+        let t = self.causes.entry(id).or_default();
+        t.findings += 1;
+        t.low += u64::from(low);
+        t.cost_ns += cost_ns;
+        t.connections.extend(connection);
+    }
+
+    /// The causes ranked as the text report ranks them: by time lost, then by id.
+    fn causes_json(&self) -> Value {
+        let mut v: Vec<(&&str, &CauseTotal)> = self.causes.iter().collect();
+        v.sort_by(|a, b| b.1.cost_ns.cmp(&a.1.cost_ns).then(a.0.cmp(b.0)));
+        Value::Array(
+            v.into_iter()
+                .map(|(id, t)| {
+                    json!({
+                        "id": id,
+                        "findings": t.findings,
+                        "low_confidence_findings": t.low,
+                        "connections": t.connections.len(),
+                        "cost_ms": ms(t.cost_ns),
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 impl JsonPrinter {
@@ -32,6 +73,7 @@ impl JsonPrinter {
             live,
             exchanges,
             buf: Vec::new(),
+            causes: BTreeMap::new(),
         }
     }
 
@@ -358,6 +400,9 @@ impl Printer for JsonPrinter {
     }
 
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
+        let low = f.confidence.level == tcpwhy_detect::Level::Low;
+        let conn = (!f.capture_wide()).then_some(f.connection);
+        self.count(f.id, f.cost_ns, conn, low);
         self.record(|b| write_finding(b, f));
     }
 
@@ -386,6 +431,12 @@ impl Printer for JsonPrinter {
                     *n += 1;
                 }
             }
+            super::LineOf::Finding {
+                id,
+                cost_ns,
+                connection,
+                low,
+            } => self.count(id, cost_ns, connection, low),
             super::LineOf::Exchange | super::LineOf::Stall if !self.exchanges => return,
             _ => {}
         }
@@ -393,7 +444,10 @@ impl Printer for JsonPrinter {
     }
 
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
-        let v = summary_json(r, &self.vantage);
+        let mut v = summary_json(r, &self.vantage);
+        if let Some(m) = v.as_object_mut() {
+            m.insert("causes".into(), self.causes_json());
+        }
         self.record(|b| write_value(b, &v));
         self.check()?;
         self.out.flush()

@@ -65,7 +65,14 @@ pub struct JsonLines {
 pub enum LineOf {
     /// A connection, and its vantage (`json::vantage_index`).
     Connection(u8),
-    Finding(&'static str),
+    /// A finding: its id, cost and connection (None for a capture-wide one), and whether its
+    /// confidence is low.
+    Finding {
+        id: &'static str,
+        cost_ns: i64,
+        connection: Option<u64>,
+        low: bool,
+    },
     Exchange,
     Stall,
 }
