@@ -22,6 +22,7 @@ mod file;
 pub mod live;
 mod open;
 mod pcap;
+pub mod pcapng_out;
 
 pub use file::FileReader;
 pub use open::raw_input;

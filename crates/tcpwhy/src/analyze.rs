@@ -49,7 +49,7 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
     // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
     let threads = args.threads.map_or_else(default_threads, usize::from);
-    let again = args.format == Format::Html;
+    let again = args.format == Format::Html || args.annotate.is_some();
     let options = read_options(args.files.len(), threads);
     let (mut capture, inputs) = match Inputs::open(&args.files, again, options) {
         Ok(c) => c,
@@ -58,7 +58,12 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
             return Ok(ExitCode::from(2));
         }
     };
+    let keep = args.annotate.as_ref().map(|_| inputs.clone());
+    let notes = output::annotate::Notes::default();
     let mut printer = printer(args, Some(inputs), &cfg, color)?;
+    if args.annotate.is_some() {
+        printer = Box::new(output::annotate::Annotating::new(printer, notes.clone()));
+    }
     let history_secs = cfg.history_ns / 1_000_000_000;
 
     let mut progress = Progress::new(&args.files, capture.compressed(), args.quiet);
@@ -122,6 +127,27 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     printer.summary(&report)?;
     for w in warnings.iter().filter(|_| !args.quiet) {
         eprintln!("tcpwhy: warning: {}", crate::printable(w));
+    }
+    if let (Some(path), Some(inputs)) = (&args.annotate, &keep) {
+        let notes = notes.lock().map(|n| n.clone()).unwrap_or_default();
+        let written = output::annotate::write(std::path::Path::new(path), inputs, &notes);
+        match written {
+            Ok(n) if !args.quiet => eprintln!(
+                "tcpwhy: wrote {n} packets to {} with comments on {} evidence frames \
+                 (Wireshark: frame.comment contains \"tcpwhy\")",
+                crate::printable(path),
+                notes.len()
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!(
+                    "tcpwhy: --annotate {}: {}",
+                    crate::printable(path),
+                    crate::printable(&e.to_string())
+                );
+                return Ok(ExitCode::from(2));
+            }
+        }
     }
     if let Some(e) = fatal {
         eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));

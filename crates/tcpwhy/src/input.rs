@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex};
 use tcpwhy_capture::{Capture, CaptureError, ErrorKind, FileReader, ReadOptions};
 
 /// What a second pass over the inputs of a run needs.
+#[derive(Clone)]
 pub struct Inputs {
     list: Vec<Input>,
 }
 
+#[derive(Clone)]
 struct Input {
     name: String,
     /// `None`: a regular file, opened again by name.

@@ -18,7 +18,7 @@ use std::io;
 use std::process::ExitCode;
 
 /// The version and the commit it was built from (build.rs; "unknown" outside a git checkout).
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TCPWHY_COMMIT"), ")");
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TCPWHY_COMMIT"), ")");
 
 #[derive(Parser)]
 #[command(name = "tcpwhy", version = VERSION, about = "Why was this TCP connection slow?")]
@@ -114,6 +114,11 @@ pub struct AnalyzeArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<String>,
+    /// Also write the capture back to FILE as pcapng with a packet comment on every evidence
+    /// frame (finding, cost, connection, explanation): open it in Wireshark and filter
+    /// `frame.comment contains "tcpwhy"`. Reads the capture twice.
+    #[arg(long, value_name = "FILE", conflicts_with = "interface")]
+    pub annotate: Option<String>,
     /// Track at most N connections at once; the least recently active beyond it are finished
     /// early and counted as evicted in the summary.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]

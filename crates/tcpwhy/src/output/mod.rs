@@ -1,5 +1,6 @@
 //! Printers: one per output format behind one interface, writing to any `io::Write`.
 
+pub mod annotate;
 pub mod html;
 pub mod json;
 mod json_fast;
