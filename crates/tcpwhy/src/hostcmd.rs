@@ -290,7 +290,7 @@ fn json_report(
             "type": "namespace",
             "version": SCHEMA_VERSION,
             "namespace": s.namespace,
-            "sysctls": s.sysctls,
+            "sysctls": sysctls_json(&s.sysctls),
             "sockstat": s.sockstat,
             "sockets": {"total": all, "established": est, "time_wait": tw, "time_wait_on_listening_ports": tcpwhy_hostscan::checks::server_time_wait(s), "listen": listen},
             "counter_deltas": if s.interval_s.is_some() { json!(s.deltas.iter().filter(|(_, v)| **v > 0).collect::<std::collections::BTreeMap<_, _>>()) } else { serde_json::Value::Null },
@@ -344,5 +344,49 @@ mod tests {
             odd.starts_with("No host pathology found in 1 namespace ((lab)).\n"),
             "{odd}"
         );
+    }
+}
+
+/// The sysctls as JSON: a value of several numbers (ip_local_port_range, tcp_rmem) is an
+/// array of them, so no reader splits a string on tabs; any other value is its text.
+fn sysctls_json(sysctls: &std::collections::BTreeMap<String, String>) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> = sysctls
+        .iter()
+        .map(|(k, v)| {
+            let parts: Vec<&str> = v.split_whitespace().collect();
+            let nums: Option<Vec<i64>> = parts.iter().map(|p| p.parse().ok()).collect();
+            let value = match nums {
+                Some(n) if parts.len() > 1 => json!(n),
+                _ => json!(v),
+            };
+            (k.clone(), value)
+        })
+        .collect();
+    serde_json::Value::Object(m)
+}
+
+#[cfg(test)]
+mod sysctl_tests {
+    use super::sysctls_json;
+    use serde_json::json;
+
+    #[test]
+    fn several_numbers_are_an_array_anything_else_its_text() {
+        let m = [
+            ("ipv4/ip_local_port_range", "32768\t60999"),
+            ("ipv4/tcp_rmem", "4096 131072 6291456"),
+            ("ipv4/tcp_rfc1337", "0"),
+            ("ipv4/tcp_congestion_control", "bbr"),
+            ("ipv4/tcp_allowed_congestion_control", "reno cubic"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into_iter()
+        .collect();
+        let j = sysctls_json(&m);
+        assert_eq!(j["ipv4/ip_local_port_range"], json!([32768, 60999]));
+        assert_eq!(j["ipv4/tcp_rmem"], json!([4096, 131072, 6291456]));
+        assert_eq!(j["ipv4/tcp_rfc1337"], "0");
+        assert_eq!(j["ipv4/tcp_congestion_control"], "bbr");
+        assert_eq!(j["ipv4/tcp_allowed_congestion_control"], "reno cubic");
     }
 }
