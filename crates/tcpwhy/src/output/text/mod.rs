@@ -92,9 +92,42 @@ impl TextPrinter {
     }
 }
 
+/// `n` with its digits in groups of three when it has five or more ("4 551 650", "9999").
+fn group(n: u64) -> String {
+    let d = n.to_string();
+    if d.len() < 5 {
+        return d;
+    }
+    let mut o = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            o.push(' ');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// `n` and `noun`, plural unless `n` is 1 ("1 connection", "4 551 650 packets").
+fn count(n: u64, noun: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{} {noun}{s}", group(n))
+}
+
+/// `count(n, noun)` and the verb that agrees with it ("1 packet was", "2 packets were").
+fn verb(n: u64, noun: &str, one: &str, many: &str) -> String {
+    format!("{} {}", count(n, noun), if n == 1 { one } else { many })
+}
+
+/// A duration for people: 0.123 ms, 120 ms, 12.3 s, 12.3 h or 4.6 d (long totals summed over
+/// many connections get a unit that keeps them short).
 fn fmt_ms(ns: i64) -> String {
     let ms = ns as f64 / 1e6;
-    if ms >= 10_000.0 {
+    if ms >= 100.0 * 3_600_000.0 {
+        format!("{:.1} d", ms / 86_400_000.0)
+    } else if ms >= 10_000_000.0 {
+        format!("{:.1} h", ms / 3_600_000.0)
+    } else if ms >= 10_000.0 {
         format!("{:.1} s", ms / 1000.0)
     } else if ms >= 100.0 {
         format!("{ms:.0} ms")
@@ -276,8 +309,10 @@ impl Printer for TextPrinter {
         };
         writeln!(
             o,
-            "{} packets, {} TCP, {} connections{span}",
-            s.packets, s.tcp_packets, r.tracker.connections
+            "{}, {} TCP, {}{span}",
+            count(s.packets, "packet"),
+            group(s.tcp_packets),
+            count(r.tracker.connections, "connection")
         )?;
         let mut skipped: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
         for (lt, n) in &s.skipped_link_types {
@@ -305,44 +340,48 @@ impl Printer for TextPrinter {
         if r.tracker.connections > 0 {
             writeln!(
                 o,
-                "closed: {} FIN, {} RST, {} half-closed, {} not closed; {} retransmitted segments in {} connections",
-                self.closes[0], self.closes[1], self.closes[2], self.closes[3],
-                self.retrans_segments, self.with_retrans
+                "closed: {} FIN, {} RST, {} half-closed, {} not closed; {} in {}",
+                group(self.closes[0]),
+                group(self.closes[1]),
+                group(self.closes[2]),
+                group(self.closes[3]),
+                count(self.retrans_segments, "retransmitted segment"),
+                count(self.with_retrans, "connection")
             )?;
             let v: Vec<String> = VANTAGES
                 .iter()
                 .zip(self.vantage)
                 .filter(|(_, n)| *n > 0)
-                .map(|(v, n)| format!("{} {n}", v.name()))
+                .map(|(v, n)| format!("{} {}", v.name(), group(n)))
                 .collect();
             writeln!(o, "capture point (from handshakes): {}", v.join(", "))?;
             if self.reused_tuples > 0 {
                 writeln!(
                     o,
-                    "{} connections reused the 4-tuple of an earlier connection",
-                    self.reused_tuples
+                    "{} the 4-tuple of an earlier connection",
+                    verb(self.reused_tuples, "connection", "reused", "reused")
                 )?;
             }
             if self.duplicates > 0 {
                 writeln!(
                     o,
-                    "{} packets were captured twice (identical within 25 ms: both ends of a veth, `any`, a copy one hop later?); not counted as retransmissions",
-                    self.duplicates
+                    "{} captured twice (identical within 25 ms: both ends of a veth, `any`, a copy one hop later?); not counted as retransmissions",
+                    verb(self.duplicates, "packet", "was", "were")
                 )?;
             }
             if self.inferred_roles > 0 {
                 writeln!(
                     o,
-                    "{} connections began before the capture (no SYN): client/server inferred",
-                    self.inferred_roles
+                    "{} before the capture (no SYN): client/server inferred",
+                    verb(self.inferred_roles, "connection", "began", "began")
                 )?;
             }
         }
         if r.tracker.evicted > 0 {
             writeln!(
                 o,
-                "{} connections evicted by --max-connections",
-                r.tracker.evicted
+                "{} evicted by --max-connections",
+                count(r.tracker.evicted, "connection")
             )?;
         }
         if r.tracker.history_forgotten > 0 {
@@ -396,5 +435,35 @@ impl Printer for TextPrinter {
             writeln!(o, "\nstopped early: {}", crate::printable(e))?;
         }
         o.flush()
+    }
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::{count, fmt_ms, group, verb};
+
+    #[test]
+    fn counts_agree_and_long_numbers_are_grouped() {
+        assert_eq!(count(1, "connection"), "1 connection");
+        assert_eq!(count(0, "connection"), "0 connections");
+        assert_eq!(count(4_551_650, "packet"), "4 551 650 packets");
+        assert_eq!(group(9999), "9999");
+        assert_eq!(group(10_000), "10 000");
+        assert_eq!(group(123_456_789), "123 456 789");
+        assert_eq!(verb(1, "packet", "was", "were"), "1 packet was");
+        assert_eq!(verb(3, "packet", "was", "were"), "3 packets were");
+    }
+
+    #[test]
+    fn long_durations_take_a_larger_unit() {
+        let ms = 1_000_000i64;
+        assert_eq!(fmt_ms(12 * ms / 100), "0.120 ms");
+        assert_eq!(fmt_ms(120 * ms), "120 ms");
+        assert_eq!(fmt_ms(12_300 * ms), "12.3 s");
+        // 398 153.8 s, summed over connections, is 110.6 h: past 100 h, days.
+        assert_eq!(fmt_ms(398_153_800 * ms), "4.6 d");
+        assert_eq!(fmt_ms(50 * 3_600_000 * ms), "50.0 h");
+        assert_eq!(fmt_ms(9_999_000 * ms), "9999.0 s");
+        assert_eq!(fmt_ms(400 * 3_600_000 * ms), "16.7 d");
     }
 }
