@@ -219,6 +219,10 @@ pub fn connection_json(c: &Connection) -> Value {
         "server".into(),
         json!(endpoint(c.server.addr, c.server.port)),
     );
+    m.insert("client_ip".into(), json!(c.client.addr.to_string()));
+    m.insert("client_port".into(), json!(c.client.port));
+    m.insert("server_ip".into(), json!(c.server.addr.to_string()));
+    m.insert("server_port".into(), json!(c.server.port));
     m.insert("role".into(), json!(c.role.name()));
     m.insert("role_inferred".into(), json!(c.role.inferred()));
     m.insert("first_frame".into(), json!(c.first.frame()));
@@ -322,7 +326,11 @@ pub fn finding_json(f: &tcpwhy_detect::Finding) -> Value {
         "id": f.id,
         "connection": one.then_some(f.connection),
         "client": one.then(|| endpoint(f.client.0, f.client.1)),
+        "client_ip": one.then(|| f.client.0.to_string()),
+        "client_port": one.then_some(f.client.1),
         "server": one.then(|| endpoint(f.server.0, f.server.1)),
+        "server_ip": one.then(|| f.server.0.to_string()),
+        "server_port": one.then_some(f.server.1),
         "start": rfc3339(f.start_ns),
         "end": rfc3339(f.end_ns),
         "start_ns": f.start_ns,

@@ -41,8 +41,9 @@ impl<'a> Obj<'a> {
         let _ = serde_json::to_writer(b, v);
     }
     /// `"k":"<addr>:<port>"` as `super::endpoint` spells it, without a String in between.
-    fn endpoint(&mut self, k: &str, addr: IpAddr, port: u16) {
-        let b = self.key(k);
+    /// `"k":"ip:port"` and the two apart, under the keys `[k, k_ip, k_port]`.
+    fn endpoint(&mut self, keys: [&str; 3], addr: IpAddr, port: u16) {
+        let b = self.key(keys[0]);
         b.push(b'"');
         match addr {
             IpAddr::V4(a) => {
@@ -61,6 +62,11 @@ impl<'a> Obj<'a> {
         b.push(b':');
         digits(b, u64::from(port), 1);
         b.push(b'"');
+        // The address and the port apart too (`k_ip`, `k_port`: no string splitting in jq).
+        let b = self.key(keys[1]);
+        let _ = write!(b, "\"{addr}\"");
+        let b = self.key(keys[2]);
+        digits(b, u64::from(port), 1);
     }
     /// `"k":"<rfc3339>"`, as `crate::time::rfc3339` spells it, without a String in between.
     fn time(&mut self, k: &str, ns: i64) {
@@ -136,7 +142,11 @@ fn side(b: &mut Vec<u8>, e: &Endpoint) {
 pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
     let mut o = Obj::new(b);
     side(o.key("c2s"), &c.client);
-    o.endpoint("client", c.client.addr, c.client.port);
+    o.endpoint(
+        ["client", "client_ip", "client_port"],
+        c.client.addr,
+        c.client.port,
+    );
     close(o.key("close"), c.close());
     o.val("duration_ms", &ms(c.duration_ns()));
     o.time("end", c.last.ts_ns);
@@ -188,7 +198,11 @@ pub fn connection(b: &mut Vec<u8>, c: &Connection, version: u32) {
         .map(|(min, med, max, n)| (ms(min), Some(ms(med)), ms(max), n));
     rtt(&mut o, "rtt_ms", summary);
     side(o.key("s2c"), &c.server);
-    o.endpoint("server", c.server.addr, c.server.port);
+    o.endpoint(
+        ["server", "server_ip", "server_port"],
+        c.server.addr,
+        c.server.port,
+    );
     o.time("start", c.first.ts_ns);
     o.val("start_ns", &c.first.ts_ns);
     o.val("type", "connection");
