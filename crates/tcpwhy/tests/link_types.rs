@@ -6,7 +6,7 @@
 //! installed, must see the same TCP packets in it.
 
 mod common;
-use common::{have_tshark, tcpwhy, TempDir};
+use common::{have_tshark, pcap_bytes, tcpwhy, TempDir};
 use serde_json::Value;
 
 /// IPv4 + TCP from 10.0.0.1:40000 to 10.0.0.2:80 (or back), `flags`, `payload` bytes.
@@ -42,25 +42,12 @@ fn packets() -> Vec<Vec<u8>> {
 
 /// A pcap of `frames` with link type `link`, 10 ms apart.
 fn pcap(path: &std::path::Path, link: u32, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    for v in [0u32, 0, 65_535, link] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for (i, f) in frames.iter().enumerate() {
-        for v in [
-            1_700_000_000u32,
-            i as u32 * 10_000,
-            f.len() as u32,
-            f.len() as u32,
-        ] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).expect("write the capture");
+    let records: Vec<(u64, Vec<u8>)> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (1_700_000_000_000_000 + i as u64 * 10_000, f.clone()))
+        .collect();
+    std::fs::write(path, pcap_bytes(link, &records)).expect("write the capture");
 }
 
 fn wrap(link: u32, ip: &[u8]) -> Vec<u8> {

@@ -112,26 +112,12 @@ fn syn_frame(i: u32) -> Vec<u8> {
 /// nothing but one late SYN: a flood (no client sent any of them again), for the
 /// capture-wide finding's keys.
 fn flood_capture(path: &Path) {
-    // pcap header: magic, version 2.4 (two u16), zone, sigfigs, snaplen, link type.
-    let mut h = Vec::new();
-    h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    h.extend_from_slice(&2u16.to_le_bytes());
-    h.extend_from_slice(&4u16.to_le_bytes());
-    for v in [0u32, 0, 65_535, 1] {
-        h.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut out = h;
-    let mut push = |us: u64, f: Vec<u8>| {
-        out.extend_from_slice(&((1_700_000_000 + us / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&f);
-    };
-    for i in 0..300u32 {
-        push(u64::from(i) * 10_000, syn_frame(i));
-    }
-    push(7_000_000, syn_frame(300));
+    let base = 1_700_000_000_000_000u64;
+    let mut records: Vec<(u64, Vec<u8>)> = (0..300u32)
+        .map(|i| (base + u64::from(i) * 10_000, syn_frame(i)))
+        .collect();
+    records.push((base + 7_000_000, syn_frame(300)));
+    let out = common::pcap_bytes(1, &records);
     std::fs::write(path, out).expect("write the flood");
 }
 
@@ -165,11 +151,21 @@ fn every_key_the_json_output_writes_is_documented() {
                 continue;
             };
             let kind = v["type"].as_str().unwrap_or("?").to_string();
+            if v["id"] == "syn-flood" {
+                kinds.insert("capture-wide finding".to_string());
+            }
             kinds.insert(kind.clone());
             collect(&v, &kind, &mut keys);
         }
     }
-    for k in ["connection", "finding", "exchange", "stall", "summary"] {
+    for k in [
+        "connection",
+        "finding",
+        "exchange",
+        "stall",
+        "summary",
+        "capture-wide finding",
+    ] {
         assert!(
             kinds.contains(k),
             "no {k} record in the fixtures: {kinds:?}"

@@ -177,6 +177,27 @@ impl<X: Ord> Slowest<X> {
     }
 }
 
+/// A duration: 0.123 ms below 100 ms, 120 ms below 10 s, then 12.3 s.
+pub fn fmt_ms(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms.abs() >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else if ms.abs() >= 100.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+/// A size: bytes below 10 kB, then kB below 10 MB, then MB.
+pub fn fmt_bytes(b: u64) -> String {
+    match b {
+        0..=9_999 => format!("{b} B"),
+        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    }
+}
+
 /// `ip:port`, with IPv6 in brackets as in URLs (`[::1]:80`).
 pub fn endpoint(addr: IpAddr, port: u16) -> String {
     match addr {

@@ -164,3 +164,23 @@ pub fn host_records(out: &Output) -> (Vec<Value>, Vec<Value>, Value) {
     let summary = of("host-summary").pop().expect("a summary");
     (of("host-finding"), of("namespace"), summary)
 }
+
+/// A pcap (little-endian, microseconds, snaplen 65 535) of link type `link` holding `records`:
+/// each a time in microseconds since the Unix epoch and a whole frame.
+pub fn pcap_bytes(link: u32, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 65_535, link] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for (us, f) in records {
+        let (secs, frac) = ((us / 1_000_000) as u32, (us % 1_000_000) as u32);
+        for v in [secs, frac, f.len() as u32, f.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    out
+}

@@ -14,7 +14,7 @@
 //! connections inside their graph windows. Every string that comes from a capture is
 //! escaped.
 
-use super::{endpoint, Printer, Report, Slowest};
+use super::{endpoint, fmt_bytes, fmt_ms, Printer, Report, Slowest};
 use crate::input::Inputs;
 use crate::time::rfc3339;
 use std::cmp::Reverse;
@@ -134,25 +134,6 @@ pub fn esc(s: &str) -> String {
         }
     }
     o
-}
-
-fn fmt_ms(ns: i64) -> String {
-    let ms = ns as f64 / 1e6;
-    if ms.abs() >= 10_000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else if ms.abs() >= 100.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.3} ms")
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    match b {
-        0..=9_999 => format!("{b} B"),
-        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
-        _ => format!("{:.1} MB", b as f64 / 1e6),
-    }
 }
 
 impl Printer for HtmlPrinter {

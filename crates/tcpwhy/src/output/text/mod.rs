@@ -1,7 +1,7 @@
 //! The terminal report: totals first, then the slowest connections.
 
 use super::json::{vantage_index, VANTAGES};
-use super::{endpoint, Printer, Report, Row, Slowest};
+use super::{endpoint, fmt_bytes, Printer, Report, Row, Slowest};
 use crate::time::rfc3339;
 use std::cmp::Reverse;
 use std::io::{self, Write};
@@ -119,28 +119,16 @@ fn verb(n: u64, noun: &str, one: &str, many: &str) -> String {
     format!("{} {}", count(n, noun), if n == 1 { one } else { many })
 }
 
-/// A duration for people: 0.123 ms, 120 ms, 12.3 s, 12.3 h or 4.6 d (long totals summed over
-/// many connections get a unit that keeps them short).
+/// A duration for people: `output::fmt_ms`, with hours (past 10 000 s) and days (past 100 h)
+/// for long totals summed over many connections: 12.3 h, 4.6 d.
 fn fmt_ms(ns: i64) -> String {
     let ms = ns as f64 / 1e6;
     if ms >= 100.0 * 3_600_000.0 {
         format!("{:.1} d", ms / 86_400_000.0)
     } else if ms >= 10_000_000.0 {
         format!("{:.1} h", ms / 3_600_000.0)
-    } else if ms >= 10_000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else if ms >= 100.0 {
-        format!("{ms:.0} ms")
     } else {
-        format!("{ms:.3} ms")
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    match b {
-        0..=9_999 => format!("{b} B"),
-        10_000..=9_999_999 => format!("{:.1} kB", b as f64 / 1e3),
-        _ => format!("{:.1} MB", b as f64 / 1e6),
+        super::fmt_ms(ns)
     }
 }
 
