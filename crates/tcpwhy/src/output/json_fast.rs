@@ -40,11 +40,12 @@ impl<'a> Obj<'a> {
         // Writing into a Vec cannot fail; numbers and strings as serde_json formats them.
         let _ = serde_json::to_writer(b, v);
     }
-    /// `"k":"<addr>:<port>"` as `super::endpoint` spells it, without a String in between.
-    /// `"k":"ip:port"` and the two apart, under the keys `[k, k_ip, k_port]`.
+    /// `"k":"<addr>:<port>"` as `super::endpoint` spells it, without a String in between, and
+    /// the two apart, under the keys `[k, k_ip, k_port]`.
     fn endpoint(&mut self, keys: [&str; 3], addr: IpAddr, port: u16) {
         let b = self.key(keys[0]);
         b.push(b'"');
+        let start = b.len();
         match addr {
             IpAddr::V4(a) => {
                 for (i, o) in a.octets().into_iter().enumerate() {
@@ -59,12 +60,19 @@ impl<'a> Obj<'a> {
                 let _ = write!(b, "[{a}]");
             }
         }
+        // The address as just written (an IPv6 one without its brackets).
+        let ip = match addr {
+            IpAddr::V4(_) => start..b.len(),
+            IpAddr::V6(_) => start + 1..b.len() - 1,
+        };
         b.push(b':');
         digits(b, u64::from(port), 1);
         b.push(b'"');
         // The address and the port apart too (`k_ip`, `k_port`: no string splitting in jq).
         let b = self.key(keys[1]);
-        let _ = write!(b, "\"{addr}\"");
+        b.push(b'"');
+        b.extend_from_within(ip);
+        b.push(b'"');
         let b = self.key(keys[2]);
         digits(b, u64::from(port), 1);
     }
