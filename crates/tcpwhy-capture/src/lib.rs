@@ -19,12 +19,14 @@
 #![forbid(unsafe_code)]
 
 mod file;
+mod filter;
 pub mod live;
 mod open;
 mod pcap;
 pub mod pcapng_out;
 
 pub use file::FileReader;
+pub use filter::Filter;
 pub use open::raw_input;
 use std::fmt;
 use tcpwhy_wire::LinkType;
@@ -63,6 +65,8 @@ pub enum ErrorKind {
     Read,
     /// A copy the caller keeps of an input for a second pass could not be made or written.
     Copy,
+    /// The capture filter does not compile for a link type this input carries.
+    Filter,
 }
 
 /// A problem that stops reading a file.
@@ -146,6 +150,9 @@ pub struct Capture {
     advance: Option<usize>,
     frame: u64,
     warnings: Vec<Warning>,
+    filter: Option<Filter>,
+    /// Frames the filter did not select.
+    filtered_out: u64,
 }
 
 impl Capture {
@@ -179,12 +186,64 @@ impl Capture {
             advance: None,
             frame: 0,
             warnings,
+            filter: None,
+            filtered_out: 0,
         })
     }
 
-    /// The next frame in timestamp order, `None` at the end of every input.
+    /// Deliver only the frames `filter` selects. Frame numbers stay those of the whole
+    /// capture, as Wireshark numbers the file.
+    pub fn set_filter(&mut self, filter: Filter) {
+        self.filter = Some(filter);
+    }
+
+    /// Frames read and not selected by the filter.
+    pub fn filtered_out(&self) -> u64 {
+        self.filtered_out
+    }
+
+    /// The next frame in timestamp order that the filter (if any) selects, `None` at the end
+    /// of every input.
     #[allow(clippy::should_implement_trait)] // a lending iterator: `Iterator` cannot express it
     pub fn next(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if self.filter.is_none() {
+            return self.step();
+        }
+        loop {
+            // The packet is looked at through a borrow that ends before it is handed out (a
+            // borrow returned from inside the loop would hold `self` for every iteration).
+            let Some(i) = self.step()?.map(|p| p.source) else {
+                return Ok(None);
+            };
+            let (Some(filter), Some(p)) = (&mut self.filter, self.files[i].head(self.frame, i))
+            else {
+                return Ok(None);
+            };
+            match filter.matches(p.link, p.data) {
+                Ok(true) => return Ok(self.files[i].head(self.frame, i)),
+                Ok(false) => self.filtered_out += 1,
+                Err(why) => {
+                    let link = p.link.name().unwrap_or("unknown");
+                    let f = &self.files[i];
+                    return Err(CaptureError {
+                        kind: ErrorKind::Filter,
+                        file: f.name().to_string(),
+                        offset: f.offset(),
+                        compressed: f.compressed(),
+                        message: format!(
+                            "frame {}: the filter {:?} cannot apply to link type {link} ({}): {why}",
+                            self.frame,
+                            filter.expression(),
+                            p.link.0
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The next frame in timestamp order, `None` at the end of every input.
+    fn step(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
         if self.files.len() == 1 {
             // One input: nothing to merge.
             if self.advance.take().is_some() {

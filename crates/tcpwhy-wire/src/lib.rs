@@ -171,6 +171,15 @@ pub fn decode(link: LinkType, data: &[u8], orig_len: u32) -> Result<Decoded, Mal
     })
 }
 
+/// Where the IP packet starts in a frame of link type `link`, or `None` when the frame
+/// carries no IP (or is cut before its link header ends).
+pub fn ip_offset(link: LinkType, data: &[u8]) -> Option<usize> {
+    match link::strip(link, data) {
+        Ok(link::Network::Ip(_, at)) if at <= data.len() => Some(at),
+        _ => None,
+    }
+}
+
 /// `decode`, with the TCP segment written into `seg` (`Ok(None)`), whose earlier content does
 /// not matter: no segment is copied up through the decoder's layers. On `Ok(Some(skip))` or an
 /// error, `seg` holds a mix of fields and must not be used.

@@ -12,6 +12,44 @@ use tcpwhy_capture::{Capture, ReadOptions};
 use tcpwhy_detect::{Detectors, Output};
 use tcpwhy_track::{Analyzer, Config, Frontend, Stats, TrackerStats};
 
+/// Move the capture filter given as trailing words (tcpdump's way) from `files` to `filter`:
+/// the first word is a capture (without `--interface`); from the first later word that names
+/// no existing file on, the words are the filter, joined by spaces. A missing file whose name
+/// looks like one (one word with a `/`, a capture extension) is left as a file, to fail as one
+/// (libpcap would otherwise look it up as a host name).
+pub fn filter_words(args: &mut AnalyzeArgs) -> io::Result<()> {
+    let first = usize::from(args.interface.is_none());
+    let looks_like_file = |w: &str| {
+        w == "-"
+            || !w.contains(char::is_whitespace) && w.contains('/')
+            || [".pcap", ".pcapng", ".cap", ".gz", ".zst", ".dmp", ".ntar"]
+                .iter()
+                .any(|ext| w.ends_with(ext))
+    };
+    let Some(at) = args
+        .files
+        .iter()
+        .enumerate()
+        .skip(first)
+        .position(|(_, w)| !looks_like_file(w) && std::fs::symlink_metadata(w).is_err())
+        .map(|p| p + first)
+    else {
+        return Ok(());
+    };
+    let words = args.files.split_off(at).join(" ");
+    if args.filter.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a capture filter twice: --filter and the words {:?} (no such files); give one",
+                crate::printable(&words)
+            ),
+        ));
+    }
+    args.filter = Some(words);
+    Ok(())
+}
+
 pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode> {
     if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
         return Err(io::Error::other(
@@ -43,15 +81,34 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
         max_connections: args.max_connections.max(1),
         ..Config::default()
     };
+    if args.interface.is_some() && !args.files.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--interface reads live traffic: it takes no capture file",
+        ));
+    }
+    let filter = match args.filter.as_deref().map(tcpwhy_capture::Filter::new) {
+        None => None,
+        Some(Ok(f)) => Some(f),
+        Some(Err(why)) => {
+            let expr = args.filter.as_deref().unwrap_or_default();
+            eprintln!(
+                "tcpwhy: capture filter {:?}: {}",
+                crate::printable(expr),
+                crate::printable(&why)
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
     if let Some(iface) = &args.interface {
-        return run_live(iface, args, cfg, color);
+        return run_live(iface, args, cfg, color, filter);
     }
     // The HTML report reads the capture twice (its graphs need packets the first pass dropped):
     // inputs that give their bytes once (stdin, pipes) are copied as they are read (crate::input).
     let threads = args.threads.map_or_else(default_threads, usize::from);
     let again = args.format == Format::Html || args.annotate.is_some();
     let options = read_options(args.files.len(), threads);
-    let (mut capture, inputs) = match Inputs::open(&args.files, again, options) {
+    let (mut capture, inputs) = match Inputs::open(&args.files, again, options, filter) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
@@ -122,6 +179,8 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
         tracker: &tracker_stats,
         containers: &capture.stats(),
         warnings: &warnings,
+        filter: args.filter.as_deref(),
+        filtered_out: capture.filtered_out(),
         error: fatal.as_ref().map(|e| e.to_string()),
     };
     printer.summary(&report)?;
@@ -451,6 +510,7 @@ fn run_live(
     args: &AnalyzeArgs,
     cfg: Config,
     color: crate::ColorChoice,
+    mut filter: Option<tcpwhy_capture::Filter>,
 ) -> io::Result<ExitCode> {
     let mut cap = match tcpwhy_capture::live::LiveCapture::open(Some(iface)) {
         Ok(c) => c,
@@ -463,6 +523,7 @@ fn run_live(
     let mut printer = printer(args, None, &cfg, color)?;
     let mut analyzer = Analyzer::new(cfg);
     let mut frame = 0u64;
+    let mut filtered_out = 0u64;
     eprintln!("tcpwhy: capturing on {iface}; Ctrl-C stops and prints the summary");
     let mut to = ToPrinter {
         printer: &mut *printer,
@@ -472,7 +533,14 @@ fn run_live(
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         if let Some(p) = cap.next()? {
             frame += 1;
-            analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
+            let selected = match &mut filter {
+                None => true,
+                Some(f) => f.matches(p.link, p.data).map_err(io::Error::other)?,
+            };
+            filtered_out += u64::from(!selected);
+            if selected {
+                analyzer.frame(frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
+            }
         }
         det.check()?;
     }
@@ -491,6 +559,8 @@ fn run_live(
         tracker: &tracker_stats,
         containers: &Default::default(),
         warnings: &[],
+        filter: args.filter.as_deref(),
+        filtered_out,
         error: None,
     };
     printer.summary(&report)?;

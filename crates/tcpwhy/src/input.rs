@@ -14,12 +14,15 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use tcpwhy_capture::{Capture, CaptureError, ErrorKind, FileReader, ReadOptions};
+use tcpwhy_capture::{Capture, CaptureError, ErrorKind, FileReader, Filter, ReadOptions};
 
 /// What a second pass over the inputs of a run needs.
 #[derive(Clone)]
 pub struct Inputs {
     list: Vec<Input>,
+    /// The capture filter of the first pass, applied again by [`Inputs::again`] so that the
+    /// second pass meets the same connections in the same order (their ids agree).
+    filter: Option<String>,
 }
 
 #[derive(Clone)]
@@ -44,6 +47,7 @@ impl Inputs {
         names: &[String],
         again: bool,
         options: ReadOptions,
+        filter: Option<Filter>,
     ) -> Result<(Capture, Inputs), CaptureError> {
         once(names)?;
         let mut readers = Vec::with_capacity(names.len());
@@ -89,12 +93,24 @@ impl Inputs {
                 copy,
             });
         }
-        Ok((Capture::from_readers(readers)?, Inputs { list }))
+        let mut capture = Capture::from_readers(readers)?;
+        let expression = filter.as_ref().map(|f| f.expression().to_string());
+        if let Some(f) = filter {
+            capture.set_filter(f);
+        }
+        Ok((
+            capture,
+            Inputs {
+                list,
+                filter: expression,
+            },
+        ))
     }
 
     /// The inputs read again from their start: regular files opened anew, the others from the
-    /// copies the first pass kept. (No read-ahead: the second pass keeps few packets.)
-    pub fn again(&self) -> Result<Capture, CaptureError> {
+    /// copies the first pass kept (no read-ahead: the second pass keeps few packets); with
+    /// `filtered`, through the first pass's capture filter.
+    pub fn again(&self, filtered: bool) -> Result<Capture, CaptureError> {
         let mut readers = Vec::with_capacity(self.list.len());
         for input in &self.list {
             readers.push(match &input.copy {
@@ -108,7 +124,19 @@ impl Inputs {
                 }
             });
         }
-        Capture::from_readers(readers)
+        let mut capture = Capture::from_readers(readers)?;
+        if let (true, Some(expr)) = (filtered, &self.filter) {
+            // It compiled for the first pass: it compiles again.
+            let f = Filter::new(expr).map_err(|why| {
+                error(
+                    ErrorKind::Filter,
+                    &self.list[0].name,
+                    format!("filter: {why}"),
+                )
+            })?;
+            capture.set_filter(f);
+        }
+        Ok(capture)
     }
 }
 

@@ -98,15 +98,22 @@ pub enum Format {
 
 #[derive(clap::Args)]
 #[command(
-    override_usage = "tcpwhy analyze [OPTIONS] <CAPTURE>...\n       tcpwhy analyze [OPTIONS] --interface <IFACE>"
+    override_usage = "tcpwhy analyze [OPTIONS] <CAPTURE>... [FILTER]...\n       tcpwhy analyze [OPTIONS] --interface <IFACE> [FILTER]..."
 )]
 pub struct AnalyzeArgs {
     /// Capture files, read as one capture merged by timestamp; `-` reads standard input.
+    /// The words after the last capture that exists are a capture filter, as tcpdump takes
+    /// one: `tcpwhy analyze cap.pcap host 10.0.0.5 and port 443` (or use --filter).
     #[arg(required_unless_present = "interface", value_name = "CAPTURE")]
     pub files: Vec<String>,
+    /// Analyze only the packets this capture filter selects, in tcpdump's syntax (pcap-filter(7):
+    /// host, net, port, portrange, src/dst, tcp, ip, ip6, vlan, and/or/not, parentheses),
+    /// compiled by libpcap. Frame numbers stay those of the whole capture.
+    #[arg(long, short = 'f', value_name = "EXPRESSION")]
+    pub filter: Option<String>,
     /// Analyze live traffic on this interface (root) until Ctrl-C, printing connections as
     /// they finish and the summary at the end.
-    #[arg(long, short = 'i', value_name = "IFACE", conflicts_with = "files")]
+    #[arg(long, short = 'i', value_name = "IFACE")]
     pub interface: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -162,7 +169,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let color = cli.color;
     let result = match cli.command {
-        Command::Analyze(args) => analyze::run(&args, color),
+        Command::Analyze(mut args) => match analyze::filter_words(&mut args) {
+            Ok(()) => analyze::run(&args, color),
+            Err(e) => Err(e),
+        },
         Command::Lab(cmd) => lab::run(&cmd),
         Command::Host(args) => hostcmd::run(&args),
         Command::Explain { id } => explain(id.as_deref(), color),

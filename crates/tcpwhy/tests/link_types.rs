@@ -169,3 +169,47 @@ fn an_unsupported_link_type_is_named_not_silent() {
         "{err}"
     );
 }
+
+/// Capture filters on the link types libpcap filters differently (PPP, IPNET) or not at all
+/// (NFLOG, PKTAP: tcpdump refuses "link-layer type filtering not implemented"): tcpwhy runs
+/// the expression on the IP packet where libpcap cannot run it on the frame. The counts are
+/// read off the five packets above: two from the server (SYN-ACK, ACK), one with PSH (the
+/// request), three to port 80, none IPv6.
+#[test]
+fn capture_filters_select_the_same_packets_on_every_decoded_link_type() {
+    let dir = TempDir::new("links-filter");
+    let cases = [
+        ("src port 80", 2),
+        ("tcp[13] & 8 != 0", 1),
+        ("host 10.0.0.2 and dst port 80", 3),
+        ("ip6", 0),
+        ("not ip6 and tcp", 5),
+    ];
+    for link in [9u32, 226, 239, 258] {
+        let path = dir.join(format!("link-{link}.pcap"));
+        let frames: Vec<Vec<u8>> = packets().iter().map(|ip| wrap(link, ip)).collect();
+        pcap(&path, link, &frames);
+        let p = path.to_string_lossy().to_string();
+        for (expr, want) in cases {
+            let out = tcpwhy(&["analyze", "--format", "json", &p, "--filter", expr]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{link} {expr}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let s = summary(&out);
+            assert_eq!(s["packets"], want, "link type {link}, {expr:?}: {s}");
+            assert_eq!(s["filtered_out"], 5 - want, "link type {link}, {expr:?}");
+        }
+    }
+    // An Ethernet address means nothing inside NFLOG: the run stops naming the link type.
+    let p = dir.join("link-239.pcap").to_string_lossy().to_string();
+    let out = tcpwhy(&["analyze", &p, "--filter", "ether host 2:0:0:0:0:1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot apply to link type NFLOG (239)"),
+        "{err}"
+    );
+}

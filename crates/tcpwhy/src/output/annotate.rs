@@ -123,7 +123,7 @@ impl Printer for Annotating {
 /// Reads the capture again from `inputs` and writes it to `path` as pcapng, each frame with
 /// its comments; the number of packets written.
 pub fn write(path: &Path, inputs: &Inputs, notes: &BTreeMap<u64, Vec<String>>) -> io::Result<u64> {
-    let mut capture = inputs.again().map_err(io::Error::other)?;
+    let mut capture = inputs.again(false).map_err(io::Error::other)?;
     let app = format!("tcpwhy {}", crate::VERSION);
     let mut w = PcapngWriter::create(path, &app)?;
     let none: Vec<String> = Vec::new();

@@ -287,6 +287,8 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
         "type": "summary",
         "version": SCHEMA_VERSION,
         "files": r.files,
+        "filter": r.filter,
+        "filtered_out": r.filtered_out,
         "packets": s.packets,
         "tcp_packets": s.tcp_packets,
         "bytes": s.bytes,

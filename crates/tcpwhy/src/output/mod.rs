@@ -20,6 +20,9 @@ pub struct Report<'a> {
     pub tracker: &'a TrackerStats,
     pub containers: &'a ContainerStats,
     pub warnings: &'a [String],
+    /// The capture filter, and how many frames it did not select.
+    pub filter: Option<&'a str>,
+    pub filtered_out: u64,
     /// The error that stopped reading, if any (results cover what came before it).
     pub error: Option<String>,
 }

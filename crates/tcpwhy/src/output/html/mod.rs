@@ -296,9 +296,14 @@ impl HtmlPrinter {
         );
         let _ = writeln!(
             h,
-            "<h1>Why was this TCP slow?</h1><div class=\"muted\">tcpwhy {} &middot; {}</div>",
+            "<h1>Why was this TCP slow?</h1><div class=\"muted\">tcpwhy {} &middot; {}{}</div>",
             env!("CARGO_PKG_VERSION"),
-            files.join(", ")
+            files.join(", "),
+            r.filter.map_or(String::new(), |f| format!(
+                " &middot; filter <code>{}</code> ({} frames not selected)",
+                esc(f),
+                r.filtered_out
+            ))
         );
         self.render_answer(&mut h, r);
         self.render_findings(&mut h, windows, points, second_pass_error.as_deref());

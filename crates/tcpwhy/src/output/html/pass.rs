@@ -140,7 +140,7 @@ pub(super) fn collect(
         let ranges = want.entry(w.connection).or_default();
         ranges.extend(w.ranges.iter().map(|r| (r.from_ns, r.to_ns)));
     }
-    let mut capture = match inputs.again() {
+    let mut capture = match inputs.again(true) {
         Ok(c) => c,
         Err(e) => return (points, Some(e.to_string())),
     };

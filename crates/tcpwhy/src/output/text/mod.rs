@@ -302,6 +302,15 @@ impl Printer for TextPrinter {
             group(s.tcp_packets),
             count(r.tracker.connections, "connection")
         )?;
+        if let Some(f) = r.filter {
+            writeln!(
+                o,
+                "filter {}: {} selected, {} not",
+                crate::printable(f),
+                count(s.packets, "frame"),
+                group(r.filtered_out)
+            )?;
+        }
         let mut skipped: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
         for (lt, n) in &s.skipped_link_types {
             let name = tcpwhy_wire::LinkType(*lt).name().unwrap_or("unknown");
