@@ -163,6 +163,12 @@ impl Analyzer {
         }
     }
 
+    /// Move capture time to `ts_ns` without a packet (a live capture's clock while the wire is
+    /// quiet): connections whose linger or idle timeout ran out by then go to the sink.
+    pub fn advance_to(&mut self, ts_ns: i64, sink: &mut dyn Sink) {
+        self.tracker.advance_to(ts_ns, sink);
+    }
+
     /// End of input: every connection still open goes to the sink.
     pub fn finish(&mut self, sink: &mut dyn Sink) {
         self.tracker.finish_all(sink);

@@ -521,3 +521,82 @@ fn analyze_interface_reports_live_connections_until_ctrl_c() {
     assert_eq!(records.last().unwrap()["type"], "summary");
     assert_eq!(records.last().unwrap()["files"][0], "live:lo");
 }
+
+/// A live connection is printed when its linger after the close ends (2 s), by the clock, while
+/// the wire stays quiet: not at the next packet, not at Ctrl-C. The capture filter (trailing
+/// words, as tcpdump takes them) keeps other loopback traffic out of the report.
+#[test]
+fn analyze_interface_prints_a_finished_connection_by_the_clock() {
+    if !root_or_skip() {
+        return;
+    }
+    use std::io::{BufRead, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let port_s = port.to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args([
+            "analyze",
+            "--interface",
+            "lo",
+            "--format",
+            "json",
+            "tcp",
+            "port",
+            &port_s,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send((std::time::Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(b"world").unwrap();
+    });
+    {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        c.read_exact(&mut b).unwrap();
+    }
+    server.join().unwrap();
+    let closed = std::time::Instant::now();
+    // Nothing more on this port: the record must come by the clock.
+    let (when, line) = rx
+        .recv_timeout(Duration::from_secs(8))
+        .expect("the connection record within 8 s of the close, without another packet");
+    let after = when.duration_since(closed);
+    let rec: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(rec["type"], "connection", "{line}");
+    assert_eq!(rec["server"], format!("127.0.0.1:{port}"), "{line}");
+    assert!(
+        after >= Duration::from_millis(1500) && after <= Duration::from_secs(4),
+        "printed {after:?} after the close; the linger is 2 s"
+    );
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let rest: Vec<Value> = rx
+        .try_iter()
+        .map(|(_, l)| serde_json::from_str(&l).unwrap())
+        .collect();
+    let summary = rest.last().expect("the summary");
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["connections"], 1, "{summary}");
+    assert_eq!(summary["filter"], format!("tcp port {port}"));
+}
