@@ -44,6 +44,7 @@ pub fn analyze_json(files: &[&str]) -> (Vec<Value>, Value) {
     let mut summary = Value::Null;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).expect("every line is JSON");
+        check_schema(&v);
         match v["type"].as_str() {
             Some("connection") => conns.push(v),
             Some("summary") => summary = v,
@@ -53,6 +54,51 @@ pub fn analyze_json(files: &[&str]) -> (Vec<Value>, Value) {
     }
     assert!(summary.is_object(), "no summary record");
     (conns, summary)
+}
+
+/// The JSON Schema of each record type, from schema/ (compiled once per test binary).
+fn schemas() -> &'static std::collections::HashMap<String, jsonschema::Validator> {
+    static SCHEMAS: std::sync::OnceLock<std::collections::HashMap<String, jsonschema::Validator>> =
+        std::sync::OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema");
+        let mut all = std::collections::HashMap::new();
+        for entry in std::fs::read_dir(&dir).expect("schema/") {
+            let path = entry.expect("a schema file").path();
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let Some(kind) = name.strip_suffix(".schema.json") else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&path).expect("read a schema");
+            let schema: Value = serde_json::from_str(&text).expect("a schema is JSON");
+            let v = jsonschema::validator_for(&schema)
+                .unwrap_or_else(|e| panic!("{name} is not a valid JSON Schema: {e}"));
+            all.insert(kind.to_string(), v);
+        }
+        all
+    })
+}
+
+/// `record` is valid against the schema of its `type` (schema/TYPE.schema.json): every error
+/// listed with where it is.
+pub fn check_schema(record: &Value) {
+    let kind = record["type"].as_str().unwrap_or("(no type)");
+    let v = schemas()
+        .get(kind)
+        .unwrap_or_else(|| panic!("no schema/{kind}.schema.json for {record}"));
+    let errors: Vec<String> = v
+        .iter_errors(record)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "a {kind} record breaks schema/{kind}.schema.json:\n{}\n{record}",
+        errors.join("\n")
+    );
 }
 
 /// Is tshark here? Without it the cross-checks cannot run: fail loudly unless the developer
@@ -160,6 +206,7 @@ pub fn host_records(out: &Output) -> (Vec<Value>, Vec<Value>, Value) {
         .lines()
         .map(|l| serde_json::from_str(l).expect("every line is JSON"))
         .collect();
+    recs.iter().for_each(check_schema);
     let of = |t: &str| -> Vec<Value> { recs.iter().filter(|r| r["type"] == t).cloned().collect() };
     let summary = of("host-summary").pop().expect("a summary");
     (of("host-finding"), of("namespace"), summary)
