@@ -3,6 +3,7 @@
 
 mod common;
 use common::{fixture, lab_fixture, tcpwhy, TempDir};
+use std::path::Path;
 use std::process::Command;
 
 /// Run `tcpwhy ARGS` on a pty of `cols` columns; its output (CR LF turned into LF).
@@ -181,4 +182,68 @@ fn color_option_and_the_environment() {
     if let Some(tty) = on_a_terminal(&format!("--color never analyze {f}"), 120, &[]) {
         assert!(!tty.contains("\x1b["), "{tty}");
     }
+}
+
+/// Every line of the report, the summary and the detailed sections included, fits a terminal
+/// of 80 columns (colour codes take none), except an evidence filter: one word the user copies
+/// into Wireshark whole. What is wrapped keeps every word: the text is the piped text with
+/// some spaces turned into line breaks and indents.
+#[test]
+fn every_line_fits_80_columns_and_loses_no_word() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/lab");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fixtures/lab")
+        .flatten()
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .filter(|p| p.contains(".pcap"))
+        .collect();
+    files.sort();
+    files.push(fixture("veth-mixed.pcap"));
+    let mut wrapped = 0;
+    for f in &files {
+        let Some(tty) = on_a_terminal(&format!("analyze -q --details {f}"), 80, &[]) else {
+            eprintln!("skipped: util-linux script is not available");
+            return;
+        };
+        let plain = strip_escapes(&tty);
+        for l in plain.lines() {
+            let n = l.chars().count();
+            assert!(
+                n <= 80 || l.trim_start().starts_with('{') && !l.trim().contains(' '),
+                "{f}: {n} columns: {l}"
+            );
+        }
+        let piped = String::from_utf8_lossy(&tcpwhy(&["analyze", "-q", "--details", f]).stdout)
+            .into_owned();
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let (a, b) = (words(&piped), words(&plain));
+        // The table's columns differ at 80 (optional columns go); the prose must not.
+        let prose = |w: &[String]| -> Vec<String> {
+            w.iter()
+                .take_while(|x| !x.starts_with("Slowest"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            prose(&a),
+            prose(&b),
+            "{f}: words lost or changed by wrapping"
+        );
+        wrapped += usize::from(piped.lines().any(|l| l.chars().count() > 80));
+    }
+    assert!(wrapped >= 5, "only {wrapped} reports had a line to wrap");
+}
+
+fn strip_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
 }

@@ -63,6 +63,10 @@ impl TextPrinter {
         sel: DetailSel,
         style: Style,
     ) -> TextPrinter {
+        let out: Box<dyn Write> = match style.width {
+            Some(w) => Box::new(style::FitWriter::new(out, w)),
+            None => out,
+        };
         TextPrinter {
             causes: Default::default(),
             uncertain: Default::default(),
