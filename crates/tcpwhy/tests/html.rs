@@ -277,3 +277,220 @@ fn low_confidence_findings_are_shown_apart() {
     assert!(text[apart..].contains("- client-delay:"), "{text}");
     assert!(!text[..apart].contains(". client-delay:"), "{text}");
 }
+
+/// A script appended to a copy of a report: it measures the page as Chromium laid it out and
+/// writes the numbers into `<pre id="probe">` for `--dump-dom` (the report itself is
+/// unchanged). Per time-sequence graph: the series its legend names, the series drawn inside
+/// its plot, whether each retransmission is the topmost element at its own centre, the panel
+/// label, the shaded span and the evidence circles' centres by frame.
+const PROBE: &str = r#"<script>(function(){
+var r={}, de=document.documentElement;
+r.scroll_width=de.scrollWidth; r.client_width=de.clientWidth;
+var a=document.querySelector('.answer'); r.answer=a?a.textContent:'';
+function inside(b,p){return b.x<=p.x+p.width&&b.x+b.width>=p.x&&b.y<=p.y+p.height&&b.y+b.height>=p.y;}
+r.graphs=[];
+document.querySelectorAll('svg.tsg').forEach(function(svg){
+  var g={legend:[],drawn:[],retx_on_top:[],label:null,shade:null,circles:{}};
+  var plot=svg.querySelector('clipPath rect').getBBox();
+  var leg=svg.nextElementSibling;
+  leg.querySelectorAll('[data-series]').forEach(function(s){g.legend.push(s.getAttribute('data-series'));});
+  ['s-data','s-retx','s-ack','s-win','s-ev','s-finding'].forEach(function(c){
+    var els=svg.querySelectorAll('.'+c);
+    for(var i=0;i<els.length;i++){ if(inside(els[i].getBBox(),plot)){g.drawn.push(c);break;} }
+  });
+  svg.querySelectorAll('.s-retx').forEach(function(el){
+    el.scrollIntoView({block:'center'});
+    var b=el.querySelector('rect').getBoundingClientRect();
+    var hit=document.elementFromPoint(b.x+b.width/2,b.y+b.height/2);
+    g.retx_on_top.push(!!hit&&hit.closest('.s-retx')===el);
+  });
+  // SVG paints in document order: a retransmission after every circle is painted over them.
+  var circles=svg.querySelectorAll('.s-ev'), last=circles[circles.length-1];
+  g.retx_after_circles=[].every.call(svg.querySelectorAll('.s-retx'),function(el){
+    return !last||!!(last.compareDocumentPosition(el)&Node.DOCUMENT_POSITION_FOLLOWING);});
+  var l=svg.querySelector('.panel-label'); if(l) g.label=l.textContent;
+  var sh=svg.querySelector('.s-finding'); if(sh){var b=sh.getBBox(); g.shade=[b.x,b.x+b.width];}
+  svg.querySelectorAll('.s-ev').forEach(function(c){g.circles[c.getAttribute('data-frame')]=parseFloat(c.getAttribute('cx'));});
+  r.graphs.push(g);
+});
+r.hist_labels_outside=0;
+document.querySelectorAll('svg.hist text').forEach(function(t){
+  var b=t.getBBox(); if(b.x<0||b.x+b.width>1000) r.hist_labels_outside++;
+});
+r.hist_legend=[].map.call(document.querySelectorAll('svg.hist + .legend span'),function(s){return s.textContent;});
+r.hist_colors=[].map.call(document.querySelectorAll('svg.hist rect'),function(x){return x.getAttribute('fill');});
+r.waits=[].map.call(document.querySelectorAll('svg.ladder .wait + text'),function(t){return t.textContent;});
+var p=document.createElement('pre'); p.id='probe'; p.textContent=JSON.stringify(r);
+document.body.appendChild(p);
+})();</script>"#;
+
+/// `file`'s report laid out by Chromium `width` pixels wide: the probe's measurements.
+fn probe(file: &str, width: u32, dir: &Path) -> Option<Value> {
+    chromium()?;
+    let page = dir.join("probed.html");
+    let html = html_of(file, &page);
+    let probed = html.replace("</body>", &format!("{PROBE}</body>"));
+    std::fs::write(&page, probed).unwrap();
+    let o = headless(
+        dir,
+        &["--dump-dom", &format!("--window-size={width},1000")],
+        &page,
+    );
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let start = dom.find("<pre id=\"probe\">").expect("the probe ran") + 16;
+    let end = start + dom[start..].find("</pre>").expect("the probe's end");
+    let text = dom[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    Some(serde_json::from_str(&text).expect("the probe wrote JSON"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Seen in Chromium, on the lab's reports: legends name exactly the series drawn, every
+/// retransmission is drawn over any evidence circle, the histogram's labels stay inside it and
+/// its legend names the parts its bars show, and at 700 px nothing scrolls sideways.
+#[test]
+fn legends_retransmissions_and_narrow_windows_in_chromium() {
+    let dir = tmpdir("probe");
+    let mut retx_checked = 0;
+    for name in REPORTS {
+        let Some(p) = probe(&lab_fixture(name), 700, dir.path()) else {
+            return;
+        };
+        assert!(
+            p["scroll_width"].as_u64() <= p["client_width"].as_u64(),
+            "{name}: the page scrolls sideways at 700 px: {} > {}",
+            p["scroll_width"],
+            p["client_width"]
+        );
+        for g in p["graphs"].as_array().into_iter().flatten() {
+            let mut legend = strings(&g["legend"]);
+            let mut drawn = strings(&g["drawn"]);
+            legend.sort();
+            drawn.sort();
+            assert_eq!(legend, drawn, "{name}: the legend and what is drawn differ");
+            assert_eq!(
+                g["retx_after_circles"], true,
+                "{name}: a circle painted over a resend"
+            );
+            for on_top in g["retx_on_top"].as_array().into_iter().flatten() {
+                assert_eq!(on_top, true, "{name}: a retransmission is hidden");
+                retx_checked += 1;
+            }
+        }
+        assert_eq!(
+            p["hist_labels_outside"], 0,
+            "{name}: a histogram label is cut"
+        );
+        // One legend entry per colour the bars use.
+        let mut colors = strings(&p["hist_colors"]);
+        colors.sort();
+        colors.dedup();
+        assert_eq!(
+            colors.len(),
+            strings(&p["hist_legend"]).len(),
+            "{name}: {:?} for {colors:?}",
+            p["hist_legend"]
+        );
+    }
+    // tail-loss-broken resends segments inside its findings' graphs.
+    assert!(
+        retx_checked >= 2,
+        "only {retx_checked} retransmissions seen"
+    );
+}
+
+/// Slow start after idle restarts twice in this capture (1 048 576 B each, after 3 s idle):
+/// one panel per burst, each shading its own burst from its first segment (the restart frame
+/// of the finding's details), labelled, with that frame marked.
+#[test]
+fn each_slow_start_panel_shades_and_labels_its_own_burst() {
+    let dir = tmpdir("ssr");
+    let file = lab_fixture("slow-start-after-idle-broken.pcap.gz");
+    let finding = json_findings(&file)
+        .into_iter()
+        .find(|f| f["id"] == "slow-start-restart")
+        .expect("the finding");
+    let restarts = finding["details"]["restarts"].as_array().expect("restarts");
+    assert_eq!(restarts.len(), 2);
+    let Some(p) = probe(&file, 1100, dir.path()) else {
+        return;
+    };
+    let panels: Vec<&Value> = p["graphs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["label"].is_string())
+        .collect();
+    assert_eq!(panels.len(), 2, "{p}");
+    for (i, (g, r)) in panels.iter().zip(restarts).enumerate() {
+        let label = g["label"].as_str().unwrap_or_default();
+        assert!(
+            label.starts_with(&format!("burst {} of 2: 1048.6 kB in 30", i + 1)),
+            "{label}"
+        );
+        let frame = r["frame"].as_u64().expect("the restart frame").to_string();
+        let cx = g["circles"][&frame]
+            .as_f64()
+            .unwrap_or_else(|| panic!("panel {}: frame {frame} not marked: {g}", i + 1));
+        let (s0, s1) = (
+            g["shade"][0].as_f64().unwrap_or(0.0),
+            g["shade"][1].as_f64().unwrap_or(0.0),
+        );
+        // The shade begins at the burst's first segment (not 100 ms before it) and covers
+        // the burst (302 ms) of a window two round trips wider on each side (503 ms) drawn
+        // over 910 units: 546 wide.
+        let took = r["took_ms"].as_f64().unwrap_or(0.0);
+        let rtt = finding["details"]["rtt_ms"].as_f64().unwrap_or(0.0);
+        let want = took / (took + 4.0 * rtt) * 910.0;
+        assert!(
+            (s0 - cx).abs() <= 2.0,
+            "panel {}: shade from {s0}, burst at {cx}",
+            i + 1
+        );
+        assert!(
+            (s1 - s0 - want).abs() < 3.0,
+            "panel {}: shade {s0}..{s1}, want {want}",
+            i + 1
+        );
+    }
+}
+
+/// The client's wait in zeek_http_bro.org (real-world corpus): a ladder with the wait as a
+/// row of its own, and the headline's sum over the 2 ranked causes (the low-confidence wait is
+/// apart) says it is summed over connections.
+#[test]
+fn a_client_wait_is_a_ladder_and_the_headline_says_what_it_sums() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus/real/zeek_http_bro.org.pcap");
+    if !file.exists() {
+        eprintln!("SKIPPED: no {}", file.display());
+        return;
+    }
+    let dir = tmpdir("wait");
+    let Some(p) = probe(&file.to_string_lossy(), 1100, dir.path()) else {
+        return;
+    };
+    // 3.6 s between the handshake's ACK (frame 710) and the request (724): tshark shows
+    // frame.time_delta_displayed 3.613675 s for tcp.stream 12 between them.
+    let waits = strings(&p["waits"]);
+    assert!(
+        waits
+            .iter()
+            .any(|w| w.contains("the client waited 3614 ms")),
+        "{waits:?}"
+    );
+    let answer = p["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.contains("lost to all 2 causes, summed over the connections"),
+        "{answer}"
+    );
+}

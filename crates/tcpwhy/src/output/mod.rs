@@ -265,6 +265,33 @@ impl CauseConnections {
     }
 }
 
+/// `n` with its digits in groups of three when it has five or more ("4 551 650", "9999").
+pub(crate) fn group(n: u64) -> String {
+    let d = n.to_string();
+    if d.len() < 5 {
+        return d;
+    }
+    let mut o = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            o.push(' ');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// `n` and `noun`, plural unless `n` is 1 ("1 connection", "4 551 650 packets").
+pub(crate) fn count(n: u64, noun: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{} {noun}{s}", group(n))
+}
+
+/// `count(n, noun)` and the verb that agrees with it ("1 packet was", "2 packets were").
+pub(crate) fn verb(n: u64, noun: &str, one: &str, many: &str) -> String {
+    format!("{} {}", count(n, noun), if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::CauseConnections;

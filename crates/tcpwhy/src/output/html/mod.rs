@@ -14,7 +14,7 @@
 //! connections inside their graph windows. Every string that comes from a capture is
 //! escaped.
 
-use super::{endpoint, fmt_bytes, fmt_ms, Printer, Report, Slowest};
+use super::{count, endpoint, fmt_bytes, fmt_ms, verb, Printer, Report, Slowest};
 use crate::input::Inputs;
 use crate::time::rfc3339;
 use std::cmp::Reverse;
@@ -241,7 +241,8 @@ h3{font-size:15px;margin:0 0 6px}
 .muted{color:#5f6b76}.answer{font-size:16px;background:#fff;border-left:4px solid #e15759;padding:10px 14px;margin:12px 0}
 .ok{border-left-color:#59a14f}
 section.finding{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 14px;margin:14px 0}
-.cost{font-weight:600;color:#b8323a}code{background:#eef1f4;padding:1px 4px;border-radius:3px;font-size:12.5px}
+.cost{font-weight:600;color:#b8323a}code{background:#eef1f4;padding:1px 4px;border-radius:3px;font-size:12.5px;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}h3,p{overflow-wrap:anywhere}
 pre{background:#eef1f4;padding:8px;overflow:auto;font-size:12px}
 table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
 th,td{border-bottom:1px solid #e3e6ea;padding:3px 6px;text-align:right;white-space:nowrap}
@@ -327,8 +328,8 @@ impl HtmlPrinter {
         if causes.is_empty() {
             let _ = writeln!(
                 h,
-                "<div class=\"answer ok\">No latency cause found in {} connections.</div>",
-                r.tracker.connections
+                "<div class=\"answer ok\">No latency cause found in {}.</div>",
+                count(r.tracker.connections, "connection")
             );
         } else if capture_wide_only {
             let ids: Vec<String> = causes
@@ -350,7 +351,12 @@ impl HtmlPrinter {
                 causes[0].1.count,
                 if causes[0].1.count == 1 { "" } else { "s" },
                 if causes.len() > 1 {
-                    format!(" ({} lost to all {} causes)", fmt_ms(total), causes.len())
+                    format!(
+                        " ({} lost to all {} causes, summed over the connections: they overlap \
+                         in time, so the sum can exceed the capture's span)",
+                        fmt_ms(total),
+                        causes.len()
+                    )
                 } else {
                     String::new()
                 }
@@ -397,14 +403,16 @@ impl HtmlPrinter {
         }
         let _ = writeln!(
             h,
-            "<p class=\"muted\">{} packets, {} TCP, {} connections{span}.</p>",
-            s.packets, s.tcp_packets, r.tracker.connections
+            "<p class=\"muted\">{}, {} TCP, {}{span}.</p>",
+            count(s.packets, "packet"),
+            s.tcp_packets,
+            count(r.tracker.connections, "connection")
         );
         if r.tracker.evicted > 0 {
             let _ = writeln!(
                 h,
-                "<p class=\"muted\">{} connections were evicted by --max-connections.</p>",
-                r.tracker.evicted
+                "<p class=\"muted\">{} evicted by --max-connections.</p>",
+                verb(r.tracker.evicted, "connection", "was", "were")
             );
         }
         for w in r.warnings {
@@ -521,7 +529,7 @@ impl HtmlPrinter {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    if f.id.starts_with("syn-") {
+                    if f.id.starts_with("syn-") || f.id == "client-delay" {
                         ladder(h, f, &pts);
                     } else {
                         time_sequence(h, f, w, &pts);
@@ -561,7 +569,8 @@ impl HtmlPrinter {
                 .max()
                 .unwrap_or(1)
                 .max(1) as f64;
-            let bw = (w - l - 10.0) / BINS as f64;
+            // 30 on the right: the last decade's label ("100 s") is centred on the last edge.
+            let bw = (w - l - 30.0) / BINS as f64;
             let _ = write!(
                 h,
                 "<svg class=\"hist\" viewBox=\"0 0 {w} {hh}\" width=\"{w}\" height=\"{hh}\" role=\"img\" aria-label=\"exchange latency histogram\">"
@@ -603,14 +612,18 @@ impl HtmlPrinter {
                 h,
                 "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text></svg>",
                 hh - b,
-                w - 10.0,
+                w - 30.0,
                 hh - b,
                 l - 4.0,
                 t + 10.0,
                 max as u64
             );
             let _ = write!(h, "<div class=\"legend\">");
+            // Only the parts some bar shows.
             for (p, name) in PARTS.iter().enumerate() {
+                if self.hist.iter().all(|row| row[p] == 0) {
+                    continue;
+                }
                 let _ = write!(
                     h,
                     "<span><i class=\"sw\" style=\"background:{}\"></i>{name}</span>",
@@ -646,7 +659,7 @@ impl HtmlPrinter {
         );
         let _ = writeln!(
             h,
-            "<table class=\"sortable\" id=\"connections\"><thead><tr><th>id</th><th class=\"l\">client</th><th class=\"l\">server</th>\
+            "<div class=\"scroll\"><table class=\"sortable\" id=\"connections\"><thead><tr><th>id</th><th class=\"l\">client</th><th class=\"l\">server</th>\
              <th>duration</th><th>packets</th><th>client bytes</th><th>server bytes</th><th>retrans</th><th>hs rtt</th>\
              <th>findings</th><th>lost</th><th class=\"l\">close</th></tr></thead><tbody>"
         );
@@ -684,6 +697,6 @@ impl HtmlPrinter {
                 esc(&r.close),
             );
         }
-        let _ = writeln!(h, "</tbody></table>");
+        let _ = writeln!(h, "</tbody></table></div>");
     }
 }

@@ -23,20 +23,36 @@ impl Windows {
             .map_or(0, |ms| (ms * 1e6) as i64);
         let mut ranges = Vec::new();
         if f.id == "slow-start-restart" && rtt > 0 {
-            // Each restarted burst, with the end of the idle gap before it.
+            // Each restarted burst, with the end of the idle gap before it: the burst shaded,
+            // labelled with what it took against what it would have taken, its first segment
+            // marked.
             let restarts = f.details.get("restarts").and_then(|v| v.as_array());
-            for r in restarts.into_iter().flatten().take(MAX_PANELS) {
+            let n = restarts.map_or(0, |r| r.len());
+            for (i, r) in restarts.into_iter().flatten().take(MAX_PANELS).enumerate() {
+                let num = |k: &str| r.get(k).and_then(|v| v.as_f64());
                 let (Some(start), Some(end)) = (
                     r.get("start_ns").and_then(|v| v.as_i64()),
                     r.get("end_ns").and_then(|v| v.as_i64()),
                 ) else {
                     continue;
                 };
-                let idle = r.get("idle_ms").and_then(|v| v.as_f64()).unwrap_or(0.0);
+                let label = match (num("burst_bytes"), num("took_ms"), num("would_take_ms")) {
+                    (Some(bytes), Some(took), Some(would)) => Some(format!(
+                        "burst {} of {n}: {} in {} (at the window before the idle gap: {})",
+                        i + 1,
+                        fmt_bytes(bytes as u64),
+                        fmt_ms((took * 1e6) as i64),
+                        fmt_ms((would * 1e6) as i64)
+                    )),
+                    _ => None,
+                };
                 ranges.push(Window {
                     from_ns: start - 2 * rtt,
                     to_ns: end + 2 * rtt,
-                    idle_ms: Some(idle),
+                    idle_ms: num("idle_ms"),
+                    shade: (start, end),
+                    label,
+                    mark: r.get("frame").and_then(|v| v.as_u64()),
                 });
             }
         }
@@ -50,12 +66,18 @@ impl Windows {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Window {
     pub(super) from_ns: i64,
     pub(super) to_ns: i64,
     /// The idle gap that ended at the start of this window's burst.
     pub(super) idle_ms: Option<f64>,
+    /// The span shaded as the finding's: the whole finding, or one restarted burst.
+    pub(super) shade: (i64, i64),
+    /// What the panel shows, above the plot (one burst of several).
+    pub(super) label: Option<String>,
+    /// A frame marked as evidence besides the finding's own (a later burst's first segment).
+    pub(super) mark: Option<u64>,
 }
 
 impl Window {
@@ -74,6 +96,9 @@ impl Window {
             from_ns: from,
             to_ns: to,
             idle_ms: None,
+            shade: (f.start_ns, f.end_ns),
+            label: None,
+            mark: None,
         }
     }
 }

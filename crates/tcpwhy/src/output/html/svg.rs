@@ -26,7 +26,8 @@ pub(super) fn flag_names(f: u8) -> String {
     }
 }
 
-/// Handshake findings: the packets as a ladder between client and server, evidence in colour.
+/// Handshake and waiting findings: the packets as a ladder between client and server, evidence
+/// in colour, a long wait inside the finding as a labelled row.
 pub(super) fn ladder(h: &mut String, f: &Finding, pts: &[Pt]) {
     let evidence: BTreeSet<u64> = f.frames.iter().copied().collect();
     // The evidence frames and the packets around them, at most MAX_LADDER.
@@ -40,8 +41,27 @@ pub(super) fn ladder(h: &mut String, f: &Finding, pts: &[Pt]) {
         let _ = write!(h, "<p class=\"muted\">(no packets in the graph window)</p>");
         return;
     };
+    // A long wait inside the finding's span gets a row of its own between the packets around
+    // it, labelled with its length: a ladder's rows are evenly spaced, and the wait is what
+    // a client-delay or server-delay finding is about.
+    enum Row<'a> {
+        Packet(&'a Pt),
+        Wait(i64),
+    }
+    let span = (f.end_ns - f.start_ns).max(0);
+    let mut rows: Vec<Row> = Vec::with_capacity(shown.len() + 2);
+    for (i, p) in shown.iter().enumerate() {
+        if let Some(prev) = i.checked_sub(1).map(|j| shown[j]) {
+            let gap = p.t - prev.t;
+            let inside = prev.t.max(f.start_ns) < p.t.min(f.end_ns);
+            if inside && gap >= (span / 4).max(1_000_000) {
+                rows.push(Row::Wait(gap));
+            }
+        }
+        rows.push(Row::Packet(p));
+    }
     let (w, row, top) = (1000.0, 30.0, 40.0);
-    let height = top + row * shown.len() as f64 + 10.0;
+    let height = top + row * rows.len() as f64 + 10.0;
     let (xc, xs) = (260.0, 760.0);
     let _ = write!(
         h,
@@ -54,8 +74,30 @@ pub(super) fn ladder(h: &mut String, f: &Finding, pts: &[Pt]) {
         esc(&endpoint(f.client.0, f.client.1)),
         esc(&endpoint(f.server.0, f.server.1)),
     );
-    for (i, p) in shown.iter().enumerate() {
+    for (i, item) in rows.iter().enumerate() {
         let y = top + row * (i as f64 + 0.5);
+        let p = match item {
+            Row::Packet(p) => *p,
+            Row::Wait(gap) => {
+                let who = match f.id {
+                    "client-delay" => "the client waited",
+                    "server-delay" => "the server took",
+                    _ => "no packet for",
+                };
+                let _ = write!(
+                    h,
+                    "<rect class=\"wait\" x=\"{xc}\" y=\"{:.1}\" width=\"{}\" height=\"{}\" fill=\"#e15759\" fill-opacity=\"0.12\"/>\
+                     <text x=\"{}\" y=\"{:.1}\" text-anchor=\"middle\" font-weight=\"bold\" fill=\"#b8323a\">&#8942; {who} {} &#8942;</text>",
+                    y - row / 2.0 + 3.0,
+                    xs - xc,
+                    row - 6.0,
+                    (xc + xs) / 2.0,
+                    y + 4.0,
+                    fmt_ms(*gap)
+                );
+                continue;
+            }
+        };
         let (x1, x2) = if p.client { (xc, xs) } else { (xs, xc) };
         let ev = evidence.contains(&p.frame);
         let color = if ev { "#d62728" } else { "#888" };
@@ -173,12 +215,13 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
         width - l - r,
         height - b - t
     );
-    // The finding's span, shaded.
-    let (fs, fe) = (f.start_ns.max(t0), f.end_ns.min(t1));
-    if fe > fs {
+    // The finding's span (or this panel's burst), shaded.
+    let (fs, fe) = (w.shade.0.max(t0), w.shade.1.min(t1));
+    let shaded = fe > fs;
+    if shaded {
         let _ = write!(
             h,
-            "<rect x=\"{:.1}\" y=\"{t}\" width=\"{:.1}\" height=\"{}\" fill=\"#e15759\" fill-opacity=\"0.08\"/>",
+            "<rect class=\"s-finding\" x=\"{:.1}\" y=\"{t}\" width=\"{:.1}\" height=\"{}\" fill=\"#e15759\" fill-opacity=\"0.08\"/>",
             x(fs),
             (x(fe) - x(fs)).max(1.0),
             height - b - t
@@ -192,6 +235,15 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
             x(t0) + 4.0,
             t + 14.0,
             fmt_ms((idle * 1e6) as i64)
+        );
+    }
+    if let Some(label) = &w.label {
+        let _ = write!(
+            h,
+            "<text class=\"panel-label\" x=\"{}\" y=\"{}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
+            width - r - 6.0,
+            t + 14.0,
+            esc(label)
         );
     }
     // Axes and ticks.
@@ -234,12 +286,15 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
         (t + height - b) / 2.0,
         if client_sends { "client" } else { "server" }
     );
-    // Receive window line (ack + window) and ACK line, as steps.
+    // Receive window line (ack + window) and ACK line, as steps. The window line is drawn
+    // only where it falls inside the plot (a window far above the data is off the scale).
     let mut win = String::new();
     let mut ackl = String::new();
     let mut last: Option<(f64, f64, f64)> = None;
+    let mut win_shown = false;
     for p in &acks {
         let (xx, ya, yw) = (x(p.t), y(rel(p.ack)), y(rel(p.ack) + p.win as f64));
+        win_shown |= rel(p.ack) + p.win as f64 <= ymax;
         if let Some((_, pa, pw)) = last {
             let _ = write!(ackl, " {xx:.1},{pa:.1}");
             let _ = write!(win, " {xx:.1},{pw:.1}");
@@ -252,21 +307,65 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
         let _ = write!(ackl, " {:.1},{pa:.1}", width - r);
         let _ = write!(win, " {:.1},{pw:.1}", width - r);
     }
-    let _ = write!(
-        h,
-        "<polyline points=\"{win}\" fill=\"none\" stroke=\"#b5a300\" stroke-dasharray=\"4 3\"/>\
-         <polyline points=\"{ackl}\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1.4\"/>"
-    );
-    // Data segments: vertical bars from seq to seq+len, retransmissions in red.
-    for p in &data {
+    if win_shown {
+        let _ = write!(
+            h,
+            "<polyline class=\"s-win\" points=\"{win}\" fill=\"none\" stroke=\"#b5a300\" stroke-dasharray=\"4 3\"/>"
+        );
+    }
+    if !acks.is_empty() {
+        let _ = write!(
+            h,
+            "<polyline class=\"s-ack\" points=\"{ackl}\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1.4\"/>"
+        );
+    }
+    // Evidence frames, under the segments: a circle must not hide a retransmission.
+    let mut evidence: BTreeSet<u64> = f.frames.iter().copied().collect();
+    evidence.extend(w.mark);
+    let mut circles = 0;
+    for p in pts.iter().filter(|p| evidence.contains(&p.frame)) {
+        let yy = if side(p) == client_sends {
+            y(rel(p.seq) + f64::from(p.len))
+        } else {
+            y(rel(p.ack))
+        };
+        circles += 1;
+        let _ = write!(
+            h,
+            "<circle class=\"s-ev\" data-frame=\"{}\" cx=\"{:.1}\" cy=\"{yy:.1}\" r=\"5\" fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\"><title>evidence frame {}</title></circle>",
+            p.frame,
+            x(p.t),
+            p.frame
+        );
+    }
+    // Data segments: vertical bars from seq to seq+len; retransmissions last, on top, in red
+    // with a marker that stays visible when the bar is a pixel tall.
+    for p in data.iter().filter(|p| !p.retx) {
         let xx = x(p.t);
         let _ = write!(
             h,
-            "<line x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"><title>frame {}</title></line>",
+            "<line class=\"s-data\" x1=\"{xx:.1}\" y1=\"{:.1}\" x2=\"{xx:.1}\" y2=\"{:.1}\" stroke=\"#1f77b4\" stroke-width=\"2\"><title>frame {}</title></line>",
             y(rel(p.seq)),
             y(rel(p.seq) + f64::from(p.len)).min(y(rel(p.seq)) - 1.5),
-            if p.retx { "#d62728" } else { "#1f77b4" },
             p.frame
+        );
+    }
+    let mut resent = 0;
+    for p in data.iter().filter(|p| p.retx) {
+        let xx = x(p.t);
+        let (y0, y1) = (
+            y(rel(p.seq)),
+            y(rel(p.seq) + f64::from(p.len)).min(y(rel(p.seq)) - 1.5),
+        );
+        resent += 1;
+        let _ = write!(
+            h,
+            "<g class=\"s-retx\"><title>retransmission, frame {}</title>\
+             <line x1=\"{xx:.1}\" y1=\"{y0:.1}\" x2=\"{xx:.1}\" y2=\"{y1:.1}\" stroke=\"#d62728\" stroke-width=\"2.5\"/>\
+             <rect x=\"{:.1}\" y=\"{:.1}\" width=\"6\" height=\"6\" fill=\"#d62728\" transform=\"rotate(45 {xx:.1} {y1:.1})\"/></g>",
+            p.frame,
+            xx - 3.0,
+            y1 - 3.0
         );
     }
     // Flights: data sent back to back, separated by gaps of a third of a round trip or more.
@@ -288,7 +387,8 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
             _ => flights.push((p.t, p.t, rel(p.seq) + f64::from(p.len), 1)),
         }
     }
-    if flights.len() > 1 && flights.len() <= 40 {
+    let flights_labelled = flights.len() > 1 && flights.len() <= 40;
+    if flights_labelled {
         for fl in &flights {
             let _ = write!(
                 h,
@@ -299,36 +399,55 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
             );
         }
     }
-    // Evidence frames.
-    let evidence: BTreeSet<u64> = f.frames.iter().copied().collect();
-    for p in pts.iter().filter(|p| evidence.contains(&p.frame)) {
-        let yy = if side(p) == client_sends {
-            y(rel(p.seq) + f64::from(p.len))
-        } else {
-            y(rel(p.ack))
-        };
-        let _ = write!(
-            h,
-            "<circle cx=\"{:.1}\" cy=\"{yy:.1}\" r=\"5\" fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\"><title>evidence frame {}</title></circle>",
-            x(p.t),
-            p.frame
-        );
-    }
     let _ = writeln!(
         h,
         "</g><rect x=\"{l}\" y=\"{t}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/></svg>",
         width - l - r,
         height - b - t
     );
-    let _ = writeln!(
-        h,
-        "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#1f77b4\"></i>data (numbers: segments per flight)</span>\
-         <span><i class=\"sw\" style=\"background:#d62728\"></i>retransmission</span>\
-         <span><i class=\"sw\" style=\"background:#2ca02c\"></i>ACK</span>\
-         <span><i class=\"sw\" style=\"background:#b5a300\"></i>receive window</span>\
-         <span><i class=\"sw\" style=\"border:2px solid #ff7f0e;border-radius:50%\"></i>evidence frame</span>\
-         <span><i class=\"sw\" style=\"background:#f8d8d9\"></i>the finding</span></div>"
-    );
+    // The legend names what this graph draws, nothing else.
+    let sent_data = data.iter().any(|p| !p.retx);
+    let entries = [
+        (
+            sent_data,
+            "s-data",
+            "background:#1f77b4",
+            if flights_labelled {
+                "data (numbers: segments per flight)"
+            } else {
+                "data"
+            },
+        ),
+        (resent > 0, "s-retx", "background:#d62728", "retransmission"),
+        (!acks.is_empty(), "s-ack", "background:#2ca02c", "ACK"),
+        (win_shown, "s-win", "background:#b5a300", "receive window"),
+        (
+            circles > 0,
+            "s-ev",
+            "border:2px solid #ff7f0e;border-radius:50%",
+            "evidence frame",
+        ),
+        (
+            shaded,
+            "s-finding",
+            "background:#f8d8d9",
+            if w.label.is_some() {
+                "the burst"
+            } else {
+                "the finding"
+            },
+        ),
+    ];
+    let _ = write!(h, "<div class=\"legend\">");
+    for (shown, series, style, name) in entries {
+        if shown {
+            let _ = write!(
+                h,
+                "<span data-series=\"{series}\"><i class=\"sw\" style=\"{style}\"></i>{name}</span>"
+            );
+        }
+    }
+    let _ = writeln!(h, "</div>");
 }
 
 pub(super) fn trim_num(v: f64) -> String {

@@ -1,7 +1,7 @@
 //! The terminal report: totals first, then the slowest connections.
 
 use super::json::{vantage_index, VANTAGES};
-use super::{endpoint, fmt_bytes, Printer, Report, Row, Slowest};
+use super::{count, endpoint, fmt_bytes, group, verb, Printer, Report, Row, Slowest};
 use crate::time::rfc3339;
 use std::cmp::Reverse;
 use std::io::{self, Write};
@@ -94,33 +94,6 @@ impl TextPrinter {
             style,
         }
     }
-}
-
-/// `n` with its digits in groups of three when it has five or more ("4 551 650", "9999").
-fn group(n: u64) -> String {
-    let d = n.to_string();
-    if d.len() < 5 {
-        return d;
-    }
-    let mut o = String::with_capacity(d.len() + d.len() / 3);
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
-            o.push(' ');
-        }
-        o.push(c);
-    }
-    o
-}
-
-/// `n` and `noun`, plural unless `n` is 1 ("1 connection", "4 551 650 packets").
-fn count(n: u64, noun: &str) -> String {
-    let s = if n == 1 { "" } else { "s" };
-    format!("{} {noun}{s}", group(n))
-}
-
-/// `count(n, noun)` and the verb that agrees with it ("1 packet was", "2 packets were").
-fn verb(n: u64, noun: &str, one: &str, many: &str) -> String {
-    format!("{} {}", count(n, noun), if n == 1 { one } else { many })
 }
 
 /// A duration for people: `output::fmt_ms`, with hours (past 10 000 s) and days (past 100 h)
