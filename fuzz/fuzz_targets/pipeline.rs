@@ -6,8 +6,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use tcpwhy_capture::{Capture, FileReader};
-use tcpwhy_detect::{Detectors, Exchange, Finding, Output, Stall};
-use tcpwhy_track::{Analyzer, Config, Connection};
+use tcpwhy_detect::{Exchange, Finding, Output, Stall};
+use tcpwhy_track::{Config, Connection};
 
 #[derive(Default)]
 struct Check {
@@ -45,27 +45,17 @@ fuzz_target!(|data: &[u8]| {
         max_connections: 64,
         ..Config::default()
     };
-    let mut analyzer = Analyzer::new(cfg);
     let mut out = Check::default();
-    let mut det = Detectors::new(&[], &mut out);
-    let (mut frames, mut first, mut last) = (0u64, i64::MAX, i64::MIN);
-    for _ in 0..1_000_000 {
-        match cap.next() {
-            Ok(Some(p)) => {
-                frames = p.frame;
-                first = first.min(p.ts_ns);
-                last = last.max(p.ts_ns);
-                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
-            }
-            Ok(None) | Err(_) => break,
-        }
-    }
-    analyzer.finish(&mut det);
-    // The capture-wide findings (syn-flood, syn-scan) are checked like the others.
-    let capture_wide = det.take_half_open();
-    drop(det);
-    out.findings
-        .extend(capture_wide.iter().flat_map(|h| h.findings()));
+    // The pipeline every caller runs (tcpwhy_engine): capture errors end it like the end of
+    // the input, with what came before analysed.
+    let Ok(run) = tcpwhy_engine::detect(&mut cap, cfg, &[], &mut out, &mut |_, _| Ok(())) else {
+        return;
+    };
+    let frames = run.stats.packets;
+    let (first, last) = (
+        run.stats.first_ts.unwrap_or(i64::MAX),
+        run.stats.last_ts.unwrap_or(i64::MIN),
+    );
     let span = if frames > 0 { last - first } else { 0 };
     for f in &out.findings {
         for fr in &f.frames {

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tcpwhy_track::{Analyzer, Config, Connection};
+use tcpwhy_track::{Config, Connection};
 
 /// Bytes kept of each captured frame over IPv4: all headers (lengths come from the IP header),
 /// so the committed captures stay small. Ethernet 14 + IPv4 20 + TCP with the most options 60
@@ -462,15 +462,14 @@ pub fn captured<T>(
 }
 
 /// Run a capture file through the engine of `tcpwhy analyze` into `sink`.
-fn analyze_file(path: &Path, sink: &mut dyn tcpwhy_track::Sink) -> io::Result<()> {
+fn analyze_file<S: tcpwhy_track::Sink>(path: &Path, sink: &mut S) -> io::Result<()> {
     let p = path.to_string_lossy().into_owned();
     let mut cap = tcpwhy_capture::Capture::open(&[p]).map_err(io::Error::other)?;
-    let mut an = Analyzer::new(Config::default());
-    while let Some(pkt) = cap.next().map_err(io::Error::other)? {
-        an.frame(pkt.frame, pkt.ts_ns, pkt.link, pkt.data, pkt.orig_len, sink);
+    let run = tcpwhy_engine::track(&mut cap, Config::default(), sink, &mut |_, _| Ok(()))?;
+    match run.error {
+        Some(e) => Err(io::Error::other(e)),
+        None => Ok(()),
     }
-    an.finish(sink);
-    Ok(())
 }
 
 /// The findings `tcpwhy analyze` makes of a capture: (id, cost in ns) per finding.

@@ -247,7 +247,7 @@ fn read_options(inputs: usize, threads: usize) -> ReadOptions {
     }
 }
 
-/// Everything on this thread: read, decode, track, detect, print.
+/// Everything on this thread: read, decode, track, detect, print (tcpwhy_engine).
 fn one_thread(
     capture: &mut Capture,
     printer: &mut dyn Printer,
@@ -255,45 +255,19 @@ fn one_thread(
     cfg: Config,
     progress: &mut Progress,
 ) -> io::Result<Run> {
-    let mut analyzer = Analyzer::new(cfg);
-    let mut fatal = None;
     let mut to = ToPrinter {
         printer,
         ids: Default::default(),
     };
-    let mut det = Detectors::new(&args.disable, &mut to);
-    let mut n = 0u64;
-    loop {
-        match capture.next() {
-            Ok(Some(p)) => {
-                analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut det);
-                n += 1;
-                if n % 65_536 == 0 {
-                    progress.tick(n, capture.bytes_read());
-                    det.check()?;
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                fatal = Some(e);
-                break;
-            }
-        }
-    }
-    analyzer.finish(&mut det);
-    det.check()?;
-    let half_open = det.take_half_open();
-    drop(det);
-    // The capture-wide findings, after every connection.
-    for f in half_open.iter().flat_map(|h| h.findings()) {
-        to.finding(&f);
-    }
-    to.check()?;
+    let run = tcpwhy_engine::detect(capture, cfg, &args.disable, &mut to, &mut |n, c| {
+        progress.tick(n, c.bytes_read());
+        Ok(())
+    })?;
     Ok(Run {
-        stats: analyzer.stats().clone(),
-        tracker_stats: analyzer.tracker().stats().clone(),
+        stats: run.stats,
+        tracker_stats: run.tracker,
         found: std::mem::take(&mut to.ids),
-        fatal,
+        fatal: run.error,
     })
 }
 

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use tcpwhy_detect::{Exchange, Finding, Stall, StallClass};
-use tcpwhy_track::{Analyzer, Brief, Config, Connection, SegmentEvent, Sink};
+use tcpwhy_track::{Brief, Config, Connection, SegmentEvent, Sink};
 
 mod pass;
 mod svg;

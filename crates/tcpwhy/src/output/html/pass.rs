@@ -169,22 +169,14 @@ pub(super) fn collect(
         Ok(c) => c,
         Err(e) => return (points, Some(e.to_string())),
     };
-    let mut analyzer = Analyzer::new(cfg.clone());
     let mut rec = Recorder {
         want,
         points: &mut points,
     };
-    let mut error = None;
-    loop {
-        match capture.next() {
-            Ok(Some(p)) => analyzer.frame(p.frame, p.ts_ns, p.link, p.data, p.orig_len, &mut rec),
-            Ok(None) => break,
-            Err(e) => {
-                error = Some(e.to_string());
-                break;
-            }
-        }
-    }
-    analyzer.finish(&mut rec);
+    let error = match tcpwhy_engine::track(&mut capture, cfg.clone(), &mut rec, &mut |_, _| Ok(()))
+    {
+        Ok(run) => run.error.map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
     (points, error)
 }
