@@ -1,7 +1,9 @@
 //! Frames in, connections out, with every skipped or malformed frame counted.
 
+use crate::config::Config;
 use crate::endpoint::At;
-use crate::table::{Config, Sink, Tracker};
+use crate::sink::Sink;
+use crate::table::Tracker;
 use std::collections::BTreeMap;
 use tcpwhy_wire::{decode_into, LinkType, Malformed, Skip, TcpSegment};
 

@@ -28,17 +28,25 @@
 #![forbid(unsafe_code)]
 
 mod analyzer;
+mod config;
 mod conn;
 mod embryo;
 mod endpoint;
+mod flow;
+mod history;
+mod sink;
+mod slots;
 mod table;
 
 pub use analyzer::{Analyzer, Frontend, Stats};
+pub use config::Config;
 pub use conn::{
     Brief, Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage,
 };
 pub use endpoint::{At, Endpoint, RttStats, Ts};
-pub use table::{flow_hash, shard_of, Config, Moment, SegmentEvent, Sink, Tracker, TrackerStats};
+pub use flow::{flow_hash, shard_of};
+pub use sink::{Moment, SegmentEvent, Sink};
+pub use table::{Tracker, TrackerStats};
 
 #[cfg(test)]
 mod tests;
