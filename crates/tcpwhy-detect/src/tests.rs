@@ -1488,3 +1488,79 @@ fn compact_connections_give_the_findings_full_ones_do() {
         assert_eq!(a, b);
     }
 }
+
+/// Connection 1 on C's port (ISNs 1000 and 5000, 10 ms RTT, a 100-byte request and a 100-byte
+/// response), then closed by `close` (the last lines, ending at 40 ms), then a new SYN from
+/// the same port 5 ms later with ISN `isn`, answered as `answer` says.
+fn reconnect(close: &[Line], isn: u32, answer: &[Line]) -> Vec<Line> {
+    let mut l: Vec<Line> = HS.to_vec();
+    l.push((20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]));
+    l.push((30, S, ACK | PSH, 5001, 1101, 100, 1000, &[]));
+    l.push((30, C, ACK, 1101, 5101, 0, 1000, &[]));
+    l.extend_from_slice(close);
+    l.push((45, C, SYN, isn, 0, 0, 1000, &[]));
+    l.extend_from_slice(answer);
+    l
+}
+
+#[test]
+fn syn_stale_state_on_a_stale_socket_the_lost_rst_left() {
+    // Seed 000: the client reset connection 1 (its RST never reached the server, whose socket
+    // stays ESTABLISHED expecting byte 1101). The new SYN (ISN 90000) gets the stale socket's
+    // challenge ACK for the old numbers (seq 5101, ack 1101) 10 ms later, the client resets
+    // it (seq 1101) and sends the same SYN again 10 ms after that (Linux >= 5.6 retries
+    // after 2 jiffies); the handshake completes one round trip later, at 75 ms.
+    // Opening took 75 - 45 = 30 ms instead of one 10 ms round trip: 20 ms lost, the time from
+    // the first SYN to the SYN that was answered (65 - 45).
+    let lines = reconnect(
+        &[(40, C, RST | ACK, 1101, 5101, 0, 0, &[])],
+        90_000,
+        &[
+            (55, S, ACK, 5101, 1101, 0, 1000, &[]),
+            (55, C, RST, 1101, 0, 0, 0, &[]),
+            (65, C, SYN, 90_000, 0, 0, 1000, &[]),
+            (75, S, SYN | ACK, 7000, 90_001, 0, 1000, &[]),
+            (75, C, ACK, 90_001, 7001, 0, 1000, &[]),
+        ],
+    );
+    let f = run(&lines);
+    let stale: Vec<&Finding> = f.iter().filter(|f| f.id == "syn-stale-state").collect();
+    assert_eq!(stale.len(), 1, "{f:?}");
+    let s = stale[0];
+    assert_eq!(s.cost_ns, 20 * MS, "{s:?}");
+    assert_eq!(s.details["previous_connection"], 1);
+    assert_eq!(s.details["stale_ack_is_old_rcv_nxt"], true);
+    assert_eq!(s.details["syns_again"], 1);
+    assert_eq!(s.details["answered"], true);
+    assert!(
+        s.explanation
+            .ends_with("opening took 30.0 ms instead of one round trip: 20.0 ms lost."),
+        "{}",
+        s.explanation
+    );
+    // The evidence: the first SYN, the stale ACK, the client's RST, the SYN again and its
+    // SYN-ACK (frames 8 to 12 of the transcript: 3 of the handshake, 3 of the exchange, the
+    // RST, then these).
+    assert_eq!(s.frames, [8, 9, 10, 11, 12]);
+}
+
+#[test]
+fn syn_stale_state_is_silent_when_the_old_connection_closed_cleanly() {
+    // The same reconnect after a FIN handshake that completed on both sides (the client
+    // closed first, so its side holds the TIME-WAIT, not the server's): the SYN is answered
+    // by a SYN-ACK at once. Nothing stale: no finding.
+    let lines = reconnect(
+        &[
+            (31, C, FIN | ACK, 1101, 5101, 0, 1000, &[]),
+            (36, S, FIN | ACK, 5101, 1102, 0, 1000, &[]),
+            (36, C, ACK, 1102, 5102, 0, 1000, &[]),
+        ],
+        90_000,
+        &[
+            (55, S, SYN | ACK, 7000, 90_001, 0, 1000, &[]),
+            (55, C, ACK, 90_001, 7001, 0, 1000, &[]),
+        ],
+    );
+    let f = run(&lines);
+    assert!(!ids(&f).contains(&"syn-stale-state"), "{f:?}");
+}

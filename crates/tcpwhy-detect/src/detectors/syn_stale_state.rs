@@ -121,7 +121,15 @@ impl Detector for SynStaleState {
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = first.ts_ns;
         f.end_ns = end.ts_ns;
-        f.cost_ns = end.ts_ns - first.ts_ns;
+        // Without the stale state the first SYN would have been answered as the last one was:
+        // the SYN-ACK one SYN-to-SYN-ACK interval after it. So the time lost is the first SYN
+        // to the SYN that was answered, the same from any vantage point (the interval after
+        // it, a round trip at the client and nearly nothing at the server, would have been
+        // spent anyway). Without an answered retry, the whole span.
+        f.cost_ns = match (c.handshake.syn_ack, st.last_syn) {
+            (Some(_), Some(last)) => last.ts_ns - first.ts_ns,
+            _ => end.ts_ns - first.ts_ns,
+        };
         f.frames = [
             Some(first),
             Some(ack_at),
@@ -193,7 +201,11 @@ impl Detector for SynStaleState {
             (None, _) => String::new(),
         };
         let took = if c.handshake.syn_ack.is_some() {
-            format!("opening took {} instead of one round trip", ms(f.cost_ns))
+            format!(
+                "opening took {} instead of one round trip: {} lost",
+                ms(f.end_ns - f.start_ns),
+                ms(f.cost_ns)
+            )
         } else {
             format!(
                 "no SYN-ACK came in the capture ({} from the first SYN to the last)",
