@@ -58,7 +58,7 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     }
     check_ids("--disable", &args.disable)?;
     check_ids("--fail-on", &args.fail_on)?;
-    if args.exchanges && args.format != Format::Json && !args.quiet {
+    if args.exchanges && matches!(args.format, Format::Text | Format::Html) && !args.quiet {
         eprintln!(
             "tcpwhy: warning: --exchanges adds records to --format json only; the {} report \
              summarises the exchanges without it",
@@ -437,23 +437,42 @@ fn printer(
     color: crate::ColorChoice,
 ) -> io::Result<Box<dyn Printer>> {
     let live = inputs.is_none();
-    let out: Box<dyn Write> = match &args.output {
-        Some(path) => {
-            Box::new(BufWriter::new(File::create(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
-            })?))
-        }
-        None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
+    // Standard output, or the file -o names (for Parquet, -o names a directory).
+    let out = || -> io::Result<Box<dyn Write>> {
+        Ok(match &args.output {
+            Some(path) => {
+                Box::new(BufWriter::new(File::create(path).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot write {path}: {e}"))
+                })?))
+            }
+            None => Box::new(BufWriter::with_capacity(64 * 1024, io::stdout().lock())),
+        })
     };
     Ok(match args.format {
-        Format::Json => Box::new(output::json::JsonPrinter::new(out, live, args.exchanges)),
+        Format::Json => Box::new(output::json::JsonPrinter::new(out()?, live, args.exchanges)),
+        Format::Parquet => {
+            let Some(dir) = &args.output else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "--format parquet writes a directory of tables: name it with -o DIR",
+                ));
+            };
+            let files: Vec<String> = match &args.interface {
+                Some(i) => vec![format!("live:{i}")],
+                None => args.files.clone(),
+            };
+            Box::new(output::parquet::ParquetPrinter::create(
+                std::path::Path::new(dir),
+                &files,
+            )?)
+        }
         Format::Html => match inputs {
             None => {
                 return Err(io::Error::other(
                     "--format html needs capture files (its graphs read them twice); use text or json with --interface",
                 ))
             }
-            Some(inputs) => Box::new(output::html::HtmlPrinter::new(out, inputs, cfg.clone())),
+            Some(inputs) => Box::new(output::html::HtmlPrinter::new(out()?, inputs, cfg.clone())),
         },
         Format::Text => {
             let sel = if !args.connection.is_empty() {
@@ -472,7 +491,11 @@ fn printer(
                 output::text::Style::for_stdout(color)
             };
             Box::new(output::text::TextPrinter::new(
-                out, args.top, live, sel, style,
+                out()?,
+                args.top,
+                live,
+                sel,
+                style,
             ))
         }
     })

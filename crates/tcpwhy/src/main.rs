@@ -94,6 +94,9 @@ pub enum Format {
     /// One self-contained HTML file: causes chart, a graph per finding, latency histogram,
     /// sortable connection table (reads the capture twice: the graphs need its packets).
     Html,
+    /// Parquet tables in the directory given by -o: connections, findings, exchanges, stalls,
+    /// causes, and summary.json (docs/parquet.md).
+    Parquet,
 }
 
 #[derive(clap::Args)]

@@ -4,6 +4,7 @@ pub mod annotate;
 pub mod html;
 pub mod json;
 mod json_fast;
+pub mod parquet;
 pub mod text;
 
 use std::cmp::Reverse;
