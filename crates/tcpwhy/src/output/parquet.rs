@@ -333,6 +333,11 @@ struct Table {
     /// Each column's JSON pointer as its keys (`Value::pointer` unescapes every token of
     /// every lookup: half the time of a run, measured).
     paths: Vec<Vec<String>>,
+    /// The same pointers as a tree of keys, for reading a record's bytes straight into the
+    /// builders (no `Value` in between: its maps were most of the rest).
+    trie: Node,
+    /// The columns the record being read has filled.
+    set: Vec<bool>,
     builders: Vec<Builder>,
     rows: usize,
     schema: Arc<Schema>,
@@ -367,13 +372,20 @@ impl Table {
         let writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
         let builders = cols.iter().map(|(_, _, k)| Builder::new(*k)).collect();
-        let paths = cols
+        let paths: Vec<Vec<String>> = cols
             .iter()
             .map(|(_, p, _)| p.split('/').skip(1).map(str::to_string).collect())
             .collect();
+        let mut trie = Node::default();
+        for (i, path) in paths.iter().enumerate() {
+            trie.insert(path, i);
+        }
+        let set = vec![false; cols.len()];
         Ok(Table {
             cols,
             paths,
+            trie,
+            set,
             builders,
             rows: 0,
             schema,
@@ -398,6 +410,31 @@ impl Table {
         Ok(())
     }
 
+    /// One record from its JSON bytes (one object, as the JSON printer wrote it).
+    fn push_json(&mut self, source: &str, bytes: &[u8]) -> io::Result<()> {
+        self.set.iter_mut().for_each(|s| *s = false);
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let seed = Fill {
+            node: &self.trie,
+            cols: &self.cols,
+            builders: &mut self.builders,
+            set: &mut self.set,
+        };
+        serde::de::DeserializeSeed::deserialize(seed, &mut de).map_err(io::Error::other)?;
+        for (i, ((_, ptr, kind), b)) in self.cols.iter().zip(&mut self.builders).enumerate() {
+            if ptr.is_empty() {
+                b.push(Str, Some(&Value::from(source)));
+            } else if !self.set[i] {
+                b.push(*kind, None);
+            }
+        }
+        self.rows += 1;
+        if self.rows == ROW_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         if self.rows == 0 {
             return Ok(());
@@ -411,6 +448,103 @@ impl Table {
     fn close(mut self) -> io::Result<()> {
         self.flush()?;
         self.writer.close().map(|_| ()).map_err(io::Error::other)
+    }
+}
+
+/// A tree of the keys of a table's JSON pointers: a key leads to a column or to more keys.
+#[derive(Default)]
+struct Node {
+    keys: Vec<(String, Node)>,
+    col: Option<usize>,
+}
+
+impl Node {
+    fn insert(&mut self, path: &[String], col: usize) {
+        match path.split_first() {
+            None => self.col = Some(col),
+            Some((key, rest)) => {
+                let i = match self.keys.iter().position(|(k, _)| k == key) {
+                    Some(i) => i,
+                    None => {
+                        self.keys.push((key.clone(), Node::default()));
+                        self.keys.len() - 1
+                    }
+                };
+                self.keys[i].1.insert(rest, col);
+            }
+        }
+    }
+}
+
+/// Reads one JSON object into the builders of the columns under `node`, marking each column
+/// it fills in `set`; keys without a column are skipped.
+struct Fill<'a> {
+    node: &'a Node,
+    cols: &'a [(String, String, Kind)],
+    builders: &'a mut [Builder],
+    set: &'a mut [bool],
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Fill<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Fill<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object or null")
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(()) // a null object: its columns stay unset (null)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(child) = map.next_key_seed(Key(self.node))? {
+            let Some(node) = child else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            match node.col {
+                Some(c) if !self.set[c] => {
+                    let kind = self.cols[c].2;
+                    let v: Value = map.next_value()?;
+                    self.builders[c].push(kind, Some(&v));
+                    self.set[c] = true;
+                }
+                Some(_) => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+                None => map.next_value_seed(Fill {
+                    node,
+                    cols: self.cols,
+                    builders: &mut *self.builders,
+                    set: &mut *self.set,
+                })?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key of the object being read: the node it leads to, if any column is under it.
+struct Key<'a>(&'a Node);
+
+impl<'de, 'a> serde::de::DeserializeSeed<'de> for Key<'a> {
+    type Value = Option<&'a Node>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'a> serde::de::Visitor<'_> for Key<'a> {
+    type Value = Option<&'a Node>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Self::Value, E> {
+        Ok(self.0.keys.iter().find(|(key, _)| key == k).map(|(_, n)| n))
     }
 }
 
@@ -459,42 +593,60 @@ impl ParquetPrinter {
         })
     }
 
-    /// The lines the JSON printer wrote since the last call, each into its table.
-    fn take(&mut self) {
+    /// The lines the JSON printer wrote since the last call, each into table `table`.
+    fn take(&mut self, table: usize) {
         let bytes = std::mem::take(&mut *self.lines.0.borrow_mut());
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let r = serde_json::from_slice::<Value>(line)
-                .map_err(io::Error::other)
-                .and_then(|v| {
-                    let kind = v["type"].as_str().unwrap_or_default();
-                    match TABLES.iter().position(|t| t.1 == kind) {
-                        Some(i) if i < self.tables.len() => self.tables[i].push(&self.source, &v),
-                        _ => Ok(()),
-                    }
-                });
-            if let (Err(e), None) = (r, &self.err) {
+            if let (Err(e), None) = (self.tables[table].push_json(&self.source, line), &self.err) {
                 self.err = Some(e);
             }
+        }
+        // The buffer keeps its capacity for the next record.
+        let mut buf = self.lines.0.borrow_mut();
+        if buf.is_empty() {
+            *buf = bytes;
+            buf.clear();
         }
     }
 }
 
+/// The tables records go to, by their place in [`TABLES`].
+const CONNECTIONS: usize = 0;
+const FINDINGS: usize = 1;
+const EXCHANGES: usize = 2;
+const STALLS: usize = 3;
+
 impl Printer for ParquetPrinter {
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
         self.json.finding(f);
-        self.take();
+        self.take(FINDINGS);
     }
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
         self.json.exchange(x);
-        self.take();
+        self.take(EXCHANGES);
     }
     fn stall(&mut self, s: &tcpwhy_detect::Stall) {
         self.json.stall(s);
-        self.take();
+        self.take(STALLS);
     }
     fn connection(&mut self, c: &tcpwhy_track::Connection) {
         self.json.connection(c);
-        self.take();
+        self.take(CONNECTIONS);
+    }
+    /// The tracking workers write the JSON lines (in parallel), this thread only fills the
+    /// columns.
+    fn json_lines(&self) -> Option<super::JsonLines> {
+        Some(super::JsonLines { exchanges: true })
+    }
+    fn line(&mut self, bytes: &[u8], what: super::LineOf) {
+        let table = match what {
+            super::LineOf::Connection(_) => CONNECTIONS,
+            super::LineOf::Finding { .. } => FINDINGS,
+            super::LineOf::Exchange => EXCHANGES,
+            super::LineOf::Stall => STALLS,
+        };
+        self.json.line(bytes, what);
+        self.take(table);
     }
     fn check(&mut self) -> io::Result<()> {
         match self.err.take() {
