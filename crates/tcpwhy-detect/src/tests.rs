@@ -1564,3 +1564,42 @@ fn syn_stale_state_is_silent_when_the_old_connection_closed_cleanly() {
     let f = run(&lines);
     assert!(!ids(&f).contains(&"syn-stale-state"), "{f:?}");
 }
+
+#[test]
+fn fast_retransmits_of_data_sent_past_the_window_blame_the_window_not_the_path() {
+    // The client advertises 300 bytes (ACK 5001, window 300: right edge 5301). The server
+    // sends five 100-byte segments at once: 5001-5301 fit, 5301-5501 lie past the edge. The
+    // client acknowledges what fit (ACK 5301, window 0: the edge stays 5301) three times more,
+    // and the server sends 5301 again: a fast retransmit of data first sent past the window,
+    // which the receiver dropped for want of room.
+    let mut lines = with_hs(&[(11, C, ACK, 1001, 5001, 0, 300, &[])]);
+    for i in 0..5u32 {
+        lines.push((12, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
+    }
+    for _ in 0..4 {
+        lines.push((22, C, ACK, 1001, 5301, 0, 0, &[]));
+    }
+    lines.push((23, C, ACK, 1001, 5301, 0, 1000, &[]));
+    lines.push((24, S, ACK, 5301, 1001, 100, 1000, &[]));
+    lines.push((34, C, ACK, 1001, 5401, 0, 1000, &[]));
+    let f = run(&lines);
+    let fr: Vec<&Finding> = f.iter().filter(|f| f.id == "fast-retransmit").collect();
+    assert_eq!(fr.len(), 1, "{f:?}");
+    assert_eq!(fr[0].details["beyond_window"], 1);
+    assert!(
+        fr[0]
+            .fix
+            .starts_with("the sender overran the receiver's window"),
+        "{}",
+        fr[0].fix
+    );
+    // The plain loss of a segment inside the window (lost_second_segment: 1000-byte window,
+    // 500 bytes in flight) keeps the path's fix.
+    let f = run(&lost_second_segment(3));
+    assert_eq!(f[0].details["beyond_window"], 0);
+    assert!(
+        f[0].fix.starts_with("find the loss on the path"),
+        "{}",
+        f[0].fix
+    );
+}

@@ -3,7 +3,10 @@
 //! **Signal.** A segment is sent again after the peer sent three duplicate ACKs or SACK blocks
 //! since its last new ACK: loss detected by the ACK clock, recovered in about one round trip.
 //!
-//! **Evidence.** The original transmission and the retransmission. Details: how many.
+//! **Evidence.** The original transmission and the retransmission. Details: how many, and
+//! how many of them had first been sent past the right edge of the window the receiver
+//! advertised (its last ACK plus its window): when most had, the receiver dropped them for
+//! want of room and the fix names the sender that overran the window, not the path.
 //!
 //! **Cost.** From the original transmission to the retransmission (about one RTT each).
 //!
@@ -32,6 +35,8 @@ const KEEP: usize = 8;
 pub(super) struct FastRetransmits {
     seen: Vec<Retx>,
     count: u32,
+    /// Resends of data first sent past the receiver's advertised window.
+    beyond_window: u32,
     total_ns: i64,
     /// The last resend's time (the evidence keeps the first `KEEP`).
     last_ns: i64,
@@ -41,6 +46,7 @@ impl FastRetransmits {
     /// Add `r`, whose wait adds `added_ns` to what the sender's losses cost so far.
     pub fn add(&mut self, r: Retx, added_ns: i64) {
         self.count += 1;
+        self.beyond_window += u32::from(r.beyond_window);
         self.total_ns += added_ns;
         self.last_ns = r.at.ts_ns;
         if self.seen.len() < KEEP {
@@ -69,14 +75,37 @@ impl FastRetransmits {
         f.end_ns = self.last_ns.max(first.at.ts_ns);
         f.cost_ns = self.total_ns;
         f.frames = evidence(&self.seen);
+        // Most of what was resent had first gone past the receiver's window: the receiver
+        // dropped it, the path did not.
+        let overran = self.beyond_window * 2 > self.count;
         f.explanation = format!(
-            "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK); {} lost.",
+            "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK){}; {} lost.",
             side_name(c, side),
             self.count,
+            if overran {
+                format!(
+                    ", {} of them first sent past the window the receiver advertised",
+                    self.beyond_window
+                )
+            } else {
+                String::new()
+            },
             ms(self.total_ns)
         );
-        f.fix = "find the loss on the path (interface drops, a policer, a congested queue)".into();
-        f.details = json!({"sender": side.name(), "retransmissions": self.count});
+        f.fix = if overran {
+            format!(
+                "the sender overran the receiver's window and the receiver ({}) dropped what had no room: not loss on the path. Find why the sender ignores the advertised window (its TCP stack, a middlebox rewriting windows or stripping window scaling) or why the receiver's buffer stays full (an application not reading)",
+                c.endpoint(side.other()).addr
+            )
+            .into()
+        } else {
+            "find the loss on the path (interface drops, a policer, a congested queue)".into()
+        };
+        f.details = json!({
+            "sender": side.name(),
+            "retransmissions": self.count,
+            "beyond_window": self.beyond_window,
+        });
         out.push(f);
     }
 }

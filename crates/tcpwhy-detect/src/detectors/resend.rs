@@ -33,6 +33,9 @@ pub(crate) struct Retx {
     /// Timeouts of this sequence before this resend (each doubled the timer).
     pub backoff: u32,
     pub len: u32,
+    /// Part of it was first sent past the window the receiver advertised (the receiver
+    /// dropped it for want of room, not the path).
+    pub beyond_window: bool,
 }
 
 /// Evidence frames of some retransmissions: each original and its retransmission, ascending.

@@ -47,6 +47,9 @@ pub(crate) struct Losses {
     spurious: Spurious,
     /// The waits already counted, by either class.
     covered: Covered,
+    /// Data this sender sent past the peer's window: from the lowest edge overrun to the end
+    /// of the furthest such segment.
+    overrun: Option<(Seq, Seq)>,
 }
 
 /// Retransmissions waiting to be classified, per direction.
@@ -229,7 +232,18 @@ impl Detector for Retransmissions {
         for side in [ev.from, ev.from.other()] {
             let st = cs.retx.get(&mut cs.used, side);
             match st.on_event(c, side, ev) {
-                Some(Event::Retx(r)) => cs.extra.get::<Losses>(side).add(r),
+                Some(Event::Retx(mut r)) => {
+                    let l = cs.extra.get::<Losses>(side);
+                    r.beyond_window = l.overrun.is_some_and(|(a, b)| r.end > a && r.start < b);
+                    l.add(r);
+                }
+                Some(Event::Overrun(a, b)) => {
+                    let l = cs.extra.get::<Losses>(side);
+                    l.overrun = Some(match l.overrun {
+                        Some((from, to)) => (from.min(a), to.max(b)),
+                        None => (a, b),
+                    });
+                }
                 Some(Event::Dsack(block)) => {
                     if let Some(l) = cs.extra.peek_mut::<Losses>(side) {
                         l.dsack(block);
@@ -331,6 +345,8 @@ pub(crate) enum Event {
     Dsack((Seq, Seq)),
     /// The server's SYN-ACK again after the client acknowledged it (`me` is the client).
     SynAckAgain(At),
+    /// New data sent past the peer's window: the part beyond its right edge.
+    Overrun(Seq, Seq),
 }
 
 impl State {
@@ -410,6 +426,18 @@ impl State {
             ev.new_data && !upstream && c.endpoint(me.other()).max_ack().is_some_and(|a| a > start);
         if ev.new_data && (!ev.retransmission || resegmented) {
             self.sent.push((start, end, ev.at));
+            // Past the right edge of the window the peer last advertised (RFC 9293 section
+            // 3.8.6: SND.UNA + SND.WND): the receiver drops what has no room, and the resend
+            // that follows is not loss on the path. (A receiver that shrinks its window could
+            // make data sent before the sender saw it look past the edge; RFC 9293 asks
+            // receivers not to.)
+            let peer = c.endpoint(me.other());
+            if let (Some(ack), Some(win)) = (peer.max_ack(), peer.window_scaled()) {
+                let edge = ack + win;
+                if end > edge {
+                    return Some(Event::Overrun(edge.max(start), end));
+                }
+            }
             return None;
         }
         if !ev.retransmission {
@@ -476,6 +504,7 @@ impl State {
             peer_silent: !self.is(ACKED),
             backoff,
             len: seg.payload_len,
+            beyond_window: false,
         }))
     }
 }
