@@ -1603,3 +1603,50 @@ fn fast_retransmits_of_data_sent_past_the_window_blame_the_window_not_the_path()
         f[0].fix
     );
 }
+
+#[test]
+fn a_first_resend_long_after_the_original_is_the_senders_stall() {
+    // SF20 Trace3's shape: the server's segment 5101-5201 is lost; the client acknowledges
+    // 5101 twice at once (alive), then the server sends nothing for 20 s and resends the
+    // segment 22 s after it first sent it, with no resend before: no first retransmission
+    // timer waits that long (200 ms - 3 s). The fix names the sender, not the path.
+    let stalled = with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (11, S, ACK, 5101, 1001, 100, 1000, &[]),
+        (11, S, ACK, 5201, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (21, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (22_011, S, ACK, 5101, 1001, 100, 1000, &[]),
+        (22_021, C, ACK, 1001, 5301, 0, 1000, &[]),
+    ]);
+    let f = run(&stalled);
+    let rto: Vec<&Finding> = f.iter().filter(|f| f.id == "rto-retransmission").collect();
+    assert_eq!(rto.len(), 1, "{f:?}");
+    assert_eq!(rto[0].cost_ns, 22_000 * MS);
+    assert_eq!(rto[0].details["sender_stalled"], true);
+    assert!(
+        rto[0]
+            .fix
+            .contains("first resent lost data 22000 ms after sending it"),
+        "{}",
+        rto[0].fix
+    );
+    // The same loss resent 300 ms later: a timer's wait, the path's loss.
+    let timely: Vec<Line> = stalled
+        .iter()
+        .map(|l| match l.0 {
+            22_011 => (311, l.1, l.2, l.3, l.4, l.5, l.6, l.7),
+            22_021 => (321, l.1, l.2, l.3, l.4, l.5, l.6, l.7),
+            _ => *l,
+        })
+        .collect();
+    let f = run(&timely);
+    let rto: Vec<&Finding> = f.iter().filter(|f| f.id == "rto-retransmission").collect();
+    assert_eq!(rto.len(), 1, "{f:?}");
+    assert_eq!(rto[0].details["sender_stalled"], false);
+    assert!(
+        rto[0].fix.starts_with("find the loss on the path"),
+        "{}",
+        rto[0].fix
+    );
+}

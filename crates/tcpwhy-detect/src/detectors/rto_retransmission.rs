@@ -15,6 +15,11 @@
 //! **Known false positives.** A capture that missed the duplicate ACKs (capture loss) makes a
 //! fast retransmit look like a timeout; spurious timeouts (delay spikes) look the same.
 //!
+//! **Whose wait.** A receiver that sent nothing through the last resends stopped answering
+//! (details `receiver_silent`); a first resend 10 s or more after the original, past any
+//! first timer, is the sender's own stall (details `sender_stalled`): the fix then names that
+//! host, not the path.
+//!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
 use super::resend::{evidence, Retx};
@@ -47,7 +52,15 @@ pub(super) struct Timeouts {
     last_ns: i64,
     before_last_ns: i64,
     total_ns: i64,
+    /// The longest wait before a first resend (no timeout of the same data before it), in ns.
+    longest_first_wait_ns: i64,
 }
+
+/// A first retransmission timeout fires within a few seconds (RFC 6298: 1 s before any
+/// round trip is measured, at least 200 ms on Linux, 3 s in old stacks; large only after
+/// backoff). A first resend this long after the original means the sender did not send: its
+/// host or process stalled, or the capture missed the resends before it.
+const STALLED_FIRST_WAIT_NS: i64 = 10_000_000_000;
 
 impl Timeouts {
     /// Add `r`, whose wait adds `added_ns` to what the sender's losses cost so far.
@@ -59,6 +72,9 @@ impl Timeouts {
         self.upstream += u32::from(r.upstream);
         self.by_timing += u32::from(r.by_timing);
         self.max_backoff = self.max_backoff.max(r.backoff);
+        if r.backoff == 0 && r.original.is_some() {
+            self.longest_first_wait_ns = self.longest_first_wait_ns.max(r.at.ts_ns - r.from_ns);
+        }
         self.total_ns += added_ns;
         if self.seen.len() < KEEP {
             self.seen.push(r);
@@ -109,11 +125,21 @@ impl Timeouts {
         // Nothing at all came back from the receiver through the last two resends and after:
         // it stopped answering (hung, gone, unplugged), which no path loss explains better.
         let silent = st.before_last_ns > c.endpoint(side.other()).last_ts;
+        // A receiver that answered is alive: a long first wait is then the sender's. (A silent
+        // one explains any wait: the sender backs off resend after resend.)
+        let stalled = !silent && st.longest_first_wait_ns >= STALLED_FIRST_WAIT_NS;
         f.fix = if silent {
             format!(
                 "the receiver ({}) sent nothing through the last resends ({} silent to the connection's end): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
                 c.endpoint(side.other()).addr,
                 ms(c.last.ts_ns - c.endpoint(side.other()).last_ts)
+            )
+            .into()
+        } else if stalled {
+            format!(
+                "the sender ({}) first resent lost data {} after sending it, far past any first retransmission timer (200 ms to 3 s): it stopped sending (a suspended process or virtual machine, a stalled host or interface) or the capture missed its earlier resends. The path lost the original; the wait is the sender's: look at that host at the time of the finding",
+                c.endpoint(side).addr,
+                ms(st.longest_first_wait_ns)
             )
             .into()
         } else {
@@ -127,6 +153,7 @@ impl Timeouts {
             "lost_before_capture_point": st.upstream,
             "inferred_from_probe_timing": st.by_timing,
             "receiver_silent": silent,
+            "sender_stalled": stalled,
             "waits_ms": waits,
             "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
         });
