@@ -92,12 +92,10 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
         Some(Ok(f)) => Some(f),
         Some(Err(why)) => {
             let expr = args.filter.as_deref().unwrap_or_default();
-            eprintln!(
-                "tcpwhy: capture filter {:?}: {}",
-                crate::printable(expr),
-                crate::printable(&why)
-            );
-            return Ok(ExitCode::from(2));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("capture filter {expr:?}: {why}"),
+            ));
         }
     };
     if let Some(iface) = &args.interface {
@@ -108,13 +106,10 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     let threads = args.threads.map_or_else(default_threads, usize::from);
     let again = args.format == Format::Html || args.annotate.is_some();
     let options = read_options(args.files.len(), threads);
-    let (mut capture, inputs) = match Inputs::open(&args.files, again, options, filter) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("tcpwhy: {}", crate::printable(&e.to_string()));
-            return Ok(ExitCode::from(2));
-        }
-    };
+    // An input that cannot be opened or read as a capture is the run's error (the binary
+    // prints it, a binding raises it).
+    let (mut capture, inputs) = Inputs::open(&args.files, again, options, filter)
+        .map_err(|e| io::Error::new(capture_error_kind(e.kind), e.to_string()))?;
     let keep = args.annotate.as_ref().map(|_| inputs.clone());
     let notes = output::annotate::Notes::default();
     let mut printer = printer(args, Some(inputs), &cfg, color)?;
@@ -584,6 +579,17 @@ fn wall_clock_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The I/O error kind a capture error is reported as.
+fn capture_error_kind(kind: tcpwhy_capture::ErrorKind) -> io::ErrorKind {
+    use tcpwhy_capture::ErrorKind as K;
+    match kind {
+        K::Open => io::ErrorKind::Other,
+        K::Format | K::Corrupt | K::Filter => io::ErrorKind::InvalidData,
+        K::Truncated => io::ErrorKind::UnexpectedEof,
+        K::Read | K::Copy => io::ErrorKind::Other,
+    }
 }
 
 /// A flag set by SIGINT or SIGTERM: live analysis ends at the next packet or timeout and
