@@ -10,30 +10,10 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn inputs() -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut dirs = vec![
-        root.join("../../fixtures/captures"),
-        root.join("../../fixtures/lab"),
-    ];
-    let real = root.join("../../../shared/corpus/real");
-    if real.is_dir() {
-        dirs.push(real);
-    }
-    let mut files: Vec<String> = dirs
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
-        .map(|e| e.path().to_string_lossy().into_owned())
-        .filter(|p| p.contains(".pcap"))
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn every_record_of_every_fixture_matches_its_schema() {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for f in inputs() {
+    for f in common::all_captures() {
         for extra in [&[][..], &["--filter", "tcp port 80 or tcp port 443"][..]] {
             let mut args = vec!["analyze", "--format", "json", "--exchanges", "-q", &f];
             args.extend_from_slice(extra);

@@ -330,11 +330,9 @@ fn data_type(kind: Kind) -> DataType {
 /// One Parquet file being written: its columns' builders and the rows not yet written.
 struct Table {
     cols: Vec<(String, String, Kind)>,
-    /// Each column's JSON pointer as its keys (`Value::pointer` unescapes every token of
-    /// every lookup: half the time of a run, measured).
-    paths: Vec<Vec<String>>,
-    /// The same pointers as a tree of keys, for reading a record's bytes straight into the
-    /// builders (no `Value` in between: its maps were most of the rest).
+    /// The columns' JSON pointers as a tree of keys, for reading a record's bytes straight
+    /// into the builders (no `Value` in between, and no `Value::pointer`, which unescapes
+    /// every token of every lookup: together most of a run's time, measured).
     trie: Node,
     /// The columns the record being read has filled.
     set: Vec<bool>,
@@ -372,18 +370,17 @@ impl Table {
         let writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
         let builders = cols.iter().map(|(_, _, k)| Builder::new(*k)).collect();
-        let paths: Vec<Vec<String>> = cols
-            .iter()
-            .map(|(_, p, _)| p.split('/').skip(1).map(str::to_string).collect())
-            .collect();
         let mut trie = Node::default();
-        for (i, path) in paths.iter().enumerate() {
-            trie.insert(path, i);
+        for (i, (_, ptr, _)) in cols.iter().enumerate() {
+            // `source` has no pointer: it is the run's, not the record's.
+            if !ptr.is_empty() {
+                let keys: Vec<String> = ptr.split('/').skip(1).map(str::to_string).collect();
+                trie.insert(&keys, i);
+            }
         }
         let set = vec![false; cols.len()];
         Ok(Table {
             cols,
-            paths,
             trie,
             set,
             builders,
@@ -391,23 +388,6 @@ impl Table {
             schema,
             writer,
         })
-    }
-
-    fn push(&mut self, source: &str, record: &Value) -> io::Result<()> {
-        let source = Value::from(source);
-        for (((_, _, kind), path), b) in self.cols.iter().zip(&self.paths).zip(&mut self.builders) {
-            if path.is_empty() {
-                b.push(Str, Some(&source));
-            } else {
-                let v = path.iter().try_fold(record, |v, key| v.get(key));
-                b.push(*kind, v);
-            }
-        }
-        self.rows += 1;
-        if self.rows == ROW_GROUP {
-            self.flush()?;
-        }
-        Ok(())
     }
 
     /// One record from its JSON bytes (one object, as the JSON printer wrote it).
@@ -422,10 +402,10 @@ impl Table {
         };
         serde::de::DeserializeSeed::deserialize(seed, &mut de).map_err(io::Error::other)?;
         for (i, ((_, ptr, kind), b)) in self.cols.iter().zip(&mut self.builders).enumerate() {
-            if ptr.is_empty() {
-                b.push(Str, Some(&Value::from(source)));
-            } else if !self.set[i] {
-                b.push(*kind, None);
+            match b {
+                Builder::Str(b) if ptr.is_empty() => b.append_value(source),
+                b if !self.set[i] => b.push(*kind, None),
+                _ => {}
             }
         }
         self.rows += 1;
@@ -661,7 +641,10 @@ impl Printer for ParquetPrinter {
             serde_json::from_slice(bytes.trim_ascii()).map_err(io::Error::other)?;
         let mut causes = Table::create(&self.dir, "causes")?;
         for c in summary["causes"].as_array().into_iter().flatten() {
-            causes.push(&self.source, c)?;
+            causes.push_json(
+                &self.source,
+                &serde_json::to_vec(c).map_err(io::Error::other)?,
+            )?;
         }
         causes.close()?;
         for t in std::mem::take(&mut self.tables) {

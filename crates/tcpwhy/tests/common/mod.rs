@@ -13,6 +13,28 @@ pub fn fixture(name: &str) -> String {
     fixtures().join(name).to_string_lossy().into_owned()
 }
 
+/// Every capture of fixtures/captures and fixtures/lab, and of the real-world corpus when it
+/// is beside the repository (../shared/corpus/real), sorted.
+pub fn all_captures() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![
+        root.join("../../fixtures/captures"),
+        root.join("../../fixtures/lab"),
+    ];
+    let real = root.join("../../../shared/corpus/real");
+    if real.is_dir() {
+        dirs.push(real);
+    }
+    let mut files: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .filter(|p| p.contains(".pcap"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// A capture the lab made (fixtures/lab).
 pub fn lab_fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
