@@ -7,8 +7,24 @@ pub fn rfc3339(ns: i64) -> String {
     String::from_utf8(b).unwrap_or_default()
 }
 
-/// `rfc3339(ns)` written at the end of `b` (the JSON writers put it straight into a line).
-pub fn write_rfc3339(b: &mut Vec<u8>, ns: i64) {
+/// Where digits and times are written: a `Vec`, or a string on the stack
+/// (`output::record::Short`).
+pub trait Bytes {
+    fn push(&mut self, c: u8);
+    fn extend_from_slice(&mut self, s: &[u8]);
+}
+
+impl Bytes for Vec<u8> {
+    fn push(&mut self, c: u8) {
+        Vec::push(self, c);
+    }
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        Vec::extend_from_slice(self, s);
+    }
+}
+
+/// `rfc3339(ns)` written at the end of `b`.
+pub fn write_rfc3339(b: &mut impl Bytes, ns: i64) {
     let (y, mo, d, h, mi, s, frac) = civil(ns);
     // Nanoseconds in an i64 span the years 1677 to 2262: four digits, never negative.
     digits(b, y.unsigned_abs(), 4);
@@ -27,7 +43,7 @@ pub fn write_rfc3339(b: &mut Vec<u8>, ns: i64) {
 }
 
 /// `v` in decimal, zero-padded to at least `width` digits, at the end of `b`.
-pub fn digits(b: &mut Vec<u8>, mut v: u64, width: usize) {
+pub fn digits(b: &mut impl Bytes, mut v: u64, width: usize) {
     let mut d = [b'0'; 20];
     let mut i = d.len();
     loop {

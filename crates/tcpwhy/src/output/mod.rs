@@ -3,8 +3,8 @@
 pub mod annotate;
 pub mod html;
 pub mod json;
-mod json_fast;
 pub mod parquet;
+pub mod record;
 pub mod text;
 
 use std::cmp::Reverse;

@@ -3,11 +3,12 @@
 //!
 //! `connections.parquet`, `findings.parquet`, `exchanges.parquet` and `stalls.parquet` hold one
 //! row per record of that type, `causes.parquet` the summary's per-cause totals, and
-//! `summary.json` the summary record itself. Each row is the record the JSON printer writes
-//! (the same code makes both, so they cannot disagree), flattened into the columns of
-//! [`TABLES`]: nested objects as `parent_child` columns, times as UTC nanosecond timestamps,
-//! frame lists as lists of integers, a finding's cause-specific `details` as a JSON string.
-//! Every table has a `source` column: the inputs of the run, as given.
+//! `summary.json` the summary record itself. Each row is a record view of `record.rs`, the
+//! views the JSON printer writes (one `Serialize` makes both, so they cannot disagree),
+//! serialized straight into the columns of [`TABLES`] by [`Cells`]: nested objects as
+//! `parent_child` columns, times as UTC nanosecond timestamps, frame lists as lists of
+//! integers, a finding's cause-specific `details` as a JSON string. Every table has a `source`
+//! column: the inputs of the run, as given.
 //!
 //! Rows are written in row groups of [`ROW_GROUP`] as the analysis streams, so memory stays
 //! bounded by open connections and one row group per table. Exchange and stall records are
@@ -15,6 +16,7 @@
 //! them.
 
 use super::json::JsonPrinter;
+use super::record::{ConnectionRecord, ExchangeRecord, FindingRecord, StallRecord};
 use super::{Printer, Report};
 use arrow_array::builder::{
     BooleanBuilder, Float64Builder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
@@ -25,13 +27,22 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+use serde::ser::{
+    Impossible, Serialize, SerializeSeq, SerializeStruct, SerializeTuple, Serializer,
+};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Columns whose values are (nearly) unique per row: written without a dictionary.
+const UNIQUE: [&str; 4] = ["client", "explanation", "wireshark_filter", "details"];
 
 /// Rows per row group (and per batch handed to the writer).
 pub const ROW_GROUP: usize = 65_536;
@@ -265,38 +276,17 @@ impl Builder {
         }
     }
 
-    /// One cell from `v` (absent or null: a null cell; a JSON value of the wrong type too).
-    fn push(&mut self, kind: Kind, v: Option<&Value>) {
-        let v = v.filter(|v| !v.is_null());
+    /// A null cell.
+    fn null(&mut self) {
         match self {
-            Builder::U64(b) => b.append_option(v.and_then(Value::as_u64)),
-            Builder::Port(b) => b.append_option(
-                v.and_then(Value::as_u64)
-                    .and_then(|p| u16::try_from(p).ok()),
-            ),
-            Builder::F64(b) => b.append_option(v.and_then(Value::as_f64)),
-            Builder::Str(b) if kind == Json => b.append_option(v.map(|v| v.to_string())),
-            Builder::Str(b) => b.append_option(v.and_then(Value::as_str)),
-            Builder::Bool(b) => b.append_option(v.and_then(Value::as_bool)),
-            Builder::Time(b) => b.append_option(v.and_then(Value::as_i64)),
-            Builder::U64s(b) => match v.and_then(Value::as_array) {
-                Some(a) => {
-                    for x in a {
-                        b.values().append_option(x.as_u64());
-                    }
-                    b.append(true);
-                }
-                None => b.append(false),
-            },
-            Builder::Strs(b) => match v.and_then(Value::as_array) {
-                Some(a) => {
-                    for x in a {
-                        b.values().append_option(x.as_str());
-                    }
-                    b.append(true);
-                }
-                None => b.append(false),
-            },
+            Builder::U64(b) => b.append_null(),
+            Builder::Port(b) => b.append_null(),
+            Builder::F64(b) => b.append_null(),
+            Builder::Str(b) => b.append_null(),
+            Builder::Bool(b) => b.append_null(),
+            Builder::Time(b) => b.append_null(),
+            Builder::U64s(b) => b.append(false),
+            Builder::Strs(b) => b.append(false),
         }
     }
 
@@ -339,7 +329,18 @@ struct Table {
     builders: Vec<Builder>,
     rows: usize,
     schema: Arc<Schema>,
-    writer: ArrowWriter<File>,
+    /// The batches go to a thread of their own that encodes and compresses them (a third of
+    /// the reading thread's time otherwise); it returns the first error when the table closes.
+    tx: Option<SyncSender<RecordBatch>>,
+    writer: Option<JoinHandle<io::Result<()>>>,
+}
+
+/// Writes the batches it receives until the channel closes, then closes the file.
+fn write_batches(mut w: ArrowWriter<File>, rx: Receiver<RecordBatch>) -> io::Result<()> {
+    for batch in rx {
+        w.write(&batch).map_err(io::Error::other)?;
+    }
+    w.close().map(|_| ()).map_err(io::Error::other)
 }
 
 impl Table {
@@ -362,13 +363,23 @@ impl Table {
         let file = File::create(&path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
         })?;
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP))
-            .set_created_by(format!("tcpwhy {}", crate::VERSION))
-            .build();
-        let writer =
+            .set_created_by(format!("tcpwhy {}", crate::VERSION));
+        // Strings that are (nearly) unique per row gain nothing from a dictionary, and
+        // building one costs a hash of every value.
+        for (n, _, _) in cols.iter().filter(|(n, _, _)| UNIQUE.contains(&n.as_str())) {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(n.as_str()), false);
+        }
+        let props = props.build();
+        let w =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
+        // One batch queued while the thread writes another: memory stays two row groups.
+        let (tx, rx) = sync_channel(1);
+        let writer = std::thread::Builder::new()
+            .name(format!("tcpwhy-parquet-{name}"))
+            .spawn(move || write_batches(w, rx))?;
         let builders = cols.iter().map(|(_, _, k)| Builder::new(*k)).collect();
         let mut trie = Node::default();
         for (i, (_, ptr, _)) in cols.iter().enumerate() {
@@ -386,25 +397,25 @@ impl Table {
             builders,
             rows: 0,
             schema,
-            writer,
+            tx: Some(tx),
+            writer: Some(writer),
         })
     }
 
-    /// One record from its JSON bytes (one object, as the JSON printer wrote it).
-    fn push_json(&mut self, source: &str, bytes: &[u8]) -> io::Result<()> {
+    /// One record, serialized straight into the builders.
+    fn push(&mut self, source: &str, record: &impl Serialize) -> io::Result<()> {
         self.set.iter_mut().for_each(|s| *s = false);
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let seed = Fill {
-            node: &self.trie,
+        let cells = Cells {
+            node: &mut self.trie,
             cols: &self.cols,
             builders: &mut self.builders,
             set: &mut self.set,
         };
-        serde::de::DeserializeSeed::deserialize(seed, &mut de).map_err(io::Error::other)?;
-        for (i, ((_, ptr, kind), b)) in self.cols.iter().zip(&mut self.builders).enumerate() {
+        record.serialize(cells).map_err(io::Error::other)?;
+        for (i, ((_, ptr, _), b)) in self.cols.iter().zip(&mut self.builders).enumerate() {
             match b {
                 Builder::Str(b) if ptr.is_empty() => b.append_value(source),
-                b if !self.set[i] => b.push(*kind, None),
+                b if !self.set[i] => b.null(),
                 _ => {}
             }
         }
@@ -422,117 +433,541 @@ impl Table {
         let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
         let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(io::Error::other)?;
         self.rows = 0;
-        self.writer.write(&batch).map_err(io::Error::other)
+        let sent = self.tx.as_ref().map(|tx| tx.send(batch));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The thread stopped at an error: `close` returns it.
+            _ => self.close_writer(),
+        }
     }
 
     fn close(mut self) -> io::Result<()> {
         self.flush()?;
-        self.writer.close().map(|_| ()).map_err(io::Error::other)
+        self.close_writer()
+    }
+
+    /// Closes the channel and waits for the writing thread: its result.
+    fn close_writer(&mut self) -> io::Result<()> {
+        self.tx = None;
+        match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the Parquet writing thread panicked")),
+            None => Err(io::Error::other("the Parquet file is already closed")),
+        }
     }
 }
 
 /// A tree of the keys of a table's JSON pointers: a key leads to a column or to more keys.
 #[derive(Default)]
 struct Node {
-    keys: Vec<(String, Node)>,
+    /// Each key, the address of the `&'static str` it was last found under (a field's key is
+    /// the same literal every time: equal addresses are equal keys, no comparison of bytes),
+    /// and the node under it.
+    keys: Vec<(String, usize, Node)>,
     col: Option<usize>,
+    /// Where the next key is expected: just after the last one found.
+    hint: usize,
 }
 
 impl Node {
+    /// The node under `key`; a key without a column gets an empty node (skipped). The keys
+    /// are moved into the order the fields come in, which is the same for every record of a
+    /// view: after the first record each field is found at the first comparison.
+    fn child(&mut self, key: &'static str) -> &mut Node {
+        let h = self.hint.min(self.keys.len());
+        let addr = key.as_ptr() as usize;
+        if let Some(k) = self.keys.get_mut(h) {
+            if k.1 == addr && k.0.len() == key.len() {
+                self.hint = h + 1;
+                return &mut self.keys[h].2;
+            }
+        }
+        let found = (h..self.keys.len())
+            .chain(0..h)
+            .find(|&i| self.keys[i].0 == key);
+        let i = match found {
+            Some(i) if i > h => {
+                self.keys[h..=i].rotate_right(1);
+                h
+            }
+            Some(i) => i,
+            None => {
+                self.keys.insert(h, (key.to_string(), 0, Node::default()));
+                h
+            }
+        };
+        self.keys[i].1 = addr;
+        self.hint = i + 1;
+        &mut self.keys[i].2
+    }
+
     fn insert(&mut self, path: &[String], col: usize) {
         match path.split_first() {
             None => self.col = Some(col),
             Some((key, rest)) => {
-                let i = match self.keys.iter().position(|(k, _)| k == key) {
+                let i = match self.keys.iter().position(|(k, _, _)| k == key) {
                     Some(i) => i,
                     None => {
-                        self.keys.push((key.clone(), Node::default()));
+                        self.keys.push((key.clone(), 0, Node::default()));
                         self.keys.len() - 1
                     }
                 };
-                self.keys[i].1.insert(rest, col);
+                self.keys[i].2.insert(rest, col);
             }
         }
     }
 }
 
-/// Reads one JSON object into the builders of the columns under `node`, marking each column
-/// it fills in `set`; keys without a column are skipped.
-struct Fill<'a> {
-    node: &'a Node,
+/// Serializes one record view (`record.rs`) into the builders of the columns under `node`,
+/// marking each column it fills in `set`; fields without a column are not serialized at all.
+struct Cells<'a> {
+    node: &'a mut Node,
     cols: &'a [(String, String, Kind)],
     builders: &'a mut [Builder],
     set: &'a mut [bool],
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for Fill<'_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+/// A record whose shape the columns do not expect (a bug: tests/parquet.rs would show it).
+#[derive(Debug)]
+pub struct ShapeError(String);
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "parquet: {}", self.0)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for Fill<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON object or null")
+impl std::error::Error for ShapeError {}
+
+impl serde::ser::Error for ShapeError {
+    fn custom<T: std::fmt::Display>(msg: T) -> ShapeError {
+        ShapeError(msg.to_string())
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
-        Ok(()) // a null object: its columns stay unset (null)
+}
+
+fn shape<T>(what: &str) -> Result<T, ShapeError> {
+    Err(ShapeError(format!(
+        "a record field of an unexpected shape ({what})"
+    )))
+}
+
+/// The `Serializer` methods a serializer below does not take: each is a shape error.
+macro_rules! no_serialize {
+    ($($f:ident($t:ty)),* $(,)?) => {
+        $(fn $f(self, _v: $t) -> Result<Self::Ok, ShapeError> {
+            shape(stringify!($f))
+        })*
+    };
+}
+
+/// The compound `Serializer` methods (and their types) a serializer below does not take.
+macro_rules! no_compounds {
+    (seq) => {
+        type SerializeTupleStruct = Impossible<(), ShapeError>;
+        type SerializeTupleVariant = Impossible<(), ShapeError>;
+        type SerializeMap = Impossible<(), ShapeError>;
+        type SerializeStructVariant = Impossible<(), ShapeError>;
+        fn serialize_tuple_struct(
+            self,
+            _n: &'static str,
+            _l: usize,
+        ) -> Result<Self::SerializeTupleStruct, ShapeError> {
+            shape("tuple struct")
+        }
+        fn serialize_tuple_variant(
+            self,
+            _n: &'static str,
+            _i: u32,
+            _v: &'static str,
+            _l: usize,
+        ) -> Result<Self::SerializeTupleVariant, ShapeError> {
+            shape("tuple variant")
+        }
+        fn serialize_map(self, _l: Option<usize>) -> Result<Self::SerializeMap, ShapeError> {
+            shape("map")
+        }
+        fn serialize_struct_variant(
+            self,
+            _n: &'static str,
+            _i: u32,
+            _v: &'static str,
+            _l: usize,
+        ) -> Result<Self::SerializeStructVariant, ShapeError> {
+            shape("struct variant")
+        }
+        fn serialize_unit_struct(self, _n: &'static str) -> Result<Self::Ok, ShapeError> {
+            shape("unit struct")
+        }
+        fn serialize_unit_variant(
+            self,
+            _n: &'static str,
+            _i: u32,
+            _v: &'static str,
+        ) -> Result<Self::Ok, ShapeError> {
+            shape("unit variant")
+        }
+        fn serialize_newtype_struct<T: ?Sized + Serialize>(
+            self,
+            _n: &'static str,
+            _v: &T,
+        ) -> Result<Self::Ok, ShapeError> {
+            shape("newtype struct")
+        }
+        fn serialize_newtype_variant<T: ?Sized + Serialize>(
+            self,
+            _n: &'static str,
+            _i: u32,
+            _v: &'static str,
+            _t: &T,
+        ) -> Result<Self::Ok, ShapeError> {
+            shape("newtype variant")
+        }
+    };
+    (all) => {
+        no_compounds!(seq);
+        type SerializeSeq = Impossible<(), ShapeError>;
+        type SerializeTuple = Impossible<(), ShapeError>;
+        fn serialize_seq(self, _l: Option<usize>) -> Result<Self::SerializeSeq, ShapeError> {
+            shape("sequence")
+        }
+        fn serialize_tuple(self, _l: usize) -> Result<Self::SerializeTuple, ShapeError> {
+            shape("tuple")
+        }
+    };
+}
+
+impl<'a> Serializer for Cells<'a> {
+    type Ok = ();
+    type Error = ShapeError;
+    type SerializeStruct = Cells<'a>;
+    no_compounds!(all);
+    no_serialize!(
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+        serialize_f32(f32),
+        serialize_f64(f64),
+        serialize_char(char),
+        serialize_str(&str),
+        serialize_bytes(&[u8]),
+    );
+    /// A null object: its columns stay unset (null).
+    fn serialize_none(self) -> Result<(), ShapeError> {
+        Ok(())
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(child) = map.next_key_seed(Key(self.node))? {
-            let Some(node) = child else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                continue;
-            };
-            match node.col {
-                Some(c) if !self.set[c] => {
-                    let kind = self.cols[c].2;
-                    let v: Value = map.next_value()?;
-                    self.builders[c].push(kind, Some(&v));
-                    self.set[c] = true;
+    fn serialize_unit(self) -> Result<(), ShapeError> {
+        Ok(())
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<(), ShapeError> {
+        v.serialize(self)
+    }
+    fn serialize_struct(self, _n: &'static str, _l: usize) -> Result<Cells<'a>, ShapeError> {
+        Ok(self)
+    }
+}
+
+impl SerializeStruct for Cells<'_> {
+    type Ok = ();
+    type Error = ShapeError;
+    fn serialize_field<T: ?Sized + Serialize>(
+        &mut self,
+        key: &'static str,
+        v: &T,
+    ) -> Result<(), ShapeError> {
+        let node = self.node.child(key);
+        if node.col.is_none() && node.keys.is_empty() {
+            return Ok(()); // no column under this key
+        }
+        match node.col {
+            Some(c) if !self.set[c] => {
+                let (b, kind) = (&mut self.builders[c], self.cols[c].2);
+                if kind == Json {
+                    // A finding's details: the JSON text (null stays a null cell).
+                    let text = serde_json::to_string(v)
+                        .map_err(<ShapeError as serde::ser::Error>::custom)?;
+                    if let Builder::Str(b) = b {
+                        b.append_option((text != "null").then_some(text));
+                    }
+                } else {
+                    v.serialize(Cell(b))?;
                 }
-                Some(_) => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-                None => map.next_value_seed(Fill {
-                    node,
-                    cols: self.cols,
-                    builders: &mut *self.builders,
-                    set: &mut *self.set,
-                })?,
+                self.set[c] = true;
+                Ok(())
             }
+            Some(_) => Ok(()),
+            None => v.serialize(Cells {
+                node,
+                cols: self.cols,
+                builders: &mut *self.builders,
+                set: &mut *self.set,
+            }),
+        }
+    }
+    fn end(self) -> Result<(), ShapeError> {
+        Ok(())
+    }
+}
+
+/// A number as serialized, converted to a column's type as `serde_json::Value`'s `as_u64`,
+/// `as_i64` and `as_f64` convert a JSON number (the columns' documented meaning).
+#[derive(Clone, Copy)]
+enum Num {
+    U(u64),
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    fn as_u64(self) -> Option<u64> {
+        match self {
+            Num::U(v) => Some(v),
+            Num::I(v) => u64::try_from(v).ok(),
+            Num::F(_) => None,
+        }
+    }
+    fn as_i64(self) -> Option<i64> {
+        match self {
+            Num::U(v) => i64::try_from(v).ok(),
+            Num::I(v) => Some(v),
+            Num::F(_) => None,
+        }
+    }
+    fn as_f64(self) -> f64 {
+        match self {
+            Num::U(v) => v as f64,
+            Num::I(v) => v as f64,
+            Num::F(v) => v,
+        }
+    }
+}
+
+/// Serializes one value into one column's builder.
+struct Cell<'a>(&'a mut Builder);
+
+impl Cell<'_> {
+    fn num(self, n: Num) -> Result<(), ShapeError> {
+        match self.0 {
+            Builder::U64(b) => b.append_option(n.as_u64()),
+            Builder::Port(b) => b.append_option(n.as_u64().and_then(|p| u16::try_from(p).ok())),
+            Builder::F64(b) => b.append_value(n.as_f64()),
+            Builder::Time(b) => b.append_option(n.as_i64()),
+            _ => return shape("a number"),
         }
         Ok(())
     }
 }
 
-/// A key of the object being read: the node it leads to, if any column is under it.
-struct Key<'a>(&'a Node);
-
-impl<'de, 'a> serde::de::DeserializeSeed<'de> for Key<'a> {
-    type Value = Option<&'a Node>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
+impl<'a> Serializer for Cell<'a> {
+    type Ok = ();
+    type Error = ShapeError;
+    type SerializeSeq = List<'a>;
+    type SerializeTuple = List<'a>;
+    type SerializeStruct = Impossible<(), ShapeError>;
+    no_compounds!(seq);
+    no_serialize!(serialize_char(char), serialize_bytes(&[u8]));
+    fn serialize_struct(
+        self,
+        _n: &'static str,
+        _l: usize,
+    ) -> Result<Self::SerializeStruct, ShapeError> {
+        shape("an object in a column")
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), ShapeError> {
+        self.num(Num::U(v.into()))
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), ShapeError> {
+        self.num(Num::U(v.into()))
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), ShapeError> {
+        self.num(Num::U(v.into()))
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), ShapeError> {
+        self.num(Num::U(v))
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), ShapeError> {
+        self.num(Num::I(v.into()))
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), ShapeError> {
+        self.num(Num::I(v.into()))
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), ShapeError> {
+        self.num(Num::I(v.into()))
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), ShapeError> {
+        self.num(Num::I(v))
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), ShapeError> {
+        self.num(Num::F(v.into()))
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), ShapeError> {
+        self.num(Num::F(v))
+    }
+    fn serialize_bool(self, v: bool) -> Result<(), ShapeError> {
+        match self.0 {
+            Builder::Bool(b) => b.append_value(v),
+            _ => return shape("a boolean"),
+        }
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<(), ShapeError> {
+        match self.0 {
+            Builder::Str(b) => b.append_value(v),
+            _ => return shape("a string"),
+        }
+        Ok(())
+    }
+    fn serialize_none(self) -> Result<(), ShapeError> {
+        self.0.null();
+        Ok(())
+    }
+    fn serialize_unit(self) -> Result<(), ShapeError> {
+        self.0.null();
+        Ok(())
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<(), ShapeError> {
+        v.serialize(self)
+    }
+    fn serialize_seq(self, _l: Option<usize>) -> Result<List<'a>, ShapeError> {
+        match self.0 {
+            Builder::U64s(b) => Ok(List::U64s(b)),
+            Builder::Strs(b) => Ok(List::Strs(b)),
+            _ => shape("a list"),
+        }
+    }
+    fn serialize_tuple(self, l: usize) -> Result<List<'a>, ShapeError> {
+        self.serialize_seq(Some(l))
     }
 }
 
-impl<'a> serde::de::Visitor<'_> for Key<'a> {
-    type Value = Option<&'a Node>;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a key")
+/// A list column's cell being filled, element by element.
+enum List<'a> {
+    U64s(&'a mut ListBuilder<UInt64Builder>),
+    Strs(&'a mut ListBuilder<StringBuilder>),
+}
+
+impl SerializeSeq for List<'_> {
+    type Ok = ();
+    type Error = ShapeError;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), ShapeError> {
+        let item = match self {
+            List::U64s(b) => Item::U64(b.values()),
+            List::Strs(b) => Item::Str(b.values()),
+        };
+        v.serialize(item)
     }
-    fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Self::Value, E> {
-        Ok(self.0.keys.iter().find(|(key, _)| key == k).map(|(_, n)| n))
+    fn end(self) -> Result<(), ShapeError> {
+        match self {
+            List::U64s(b) => b.append(true),
+            List::Strs(b) => b.append(true),
+        }
+        Ok(())
     }
 }
 
-/// Bytes the inner JSON printer writes, taken line by line.
-#[derive(Clone, Default)]
-struct Lines(Rc<RefCell<Vec<u8>>>);
+impl SerializeTuple for List<'_> {
+    type Ok = ();
+    type Error = ShapeError;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> Result<(), ShapeError> {
+        SerializeSeq::serialize_element(self, v)
+    }
+    fn end(self) -> Result<(), ShapeError> {
+        SerializeSeq::end(self)
+    }
+}
 
-impl Write for Lines {
+/// One element of a list column.
+enum Item<'a> {
+    U64(&'a mut UInt64Builder),
+    Str(&'a mut StringBuilder),
+}
+
+impl Item<'_> {
+    fn u64(self, v: u64) -> Result<(), ShapeError> {
+        match self {
+            Item::U64(b) => b.append_value(v),
+            Item::Str(_) => return shape("a number in a list of strings"),
+        }
+        Ok(())
+    }
+}
+
+impl Serializer for Item<'_> {
+    type Ok = ();
+    type Error = ShapeError;
+    type SerializeStruct = Impossible<(), ShapeError>;
+    no_compounds!(all);
+    no_serialize!(
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_f32(f32),
+        serialize_f64(f64),
+        serialize_char(char),
+        serialize_bytes(&[u8]),
+    );
+    fn serialize_struct(
+        self,
+        _n: &'static str,
+        _l: usize,
+    ) -> Result<Self::SerializeStruct, ShapeError> {
+        shape("an object in a list")
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), ShapeError> {
+        self.u64(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), ShapeError> {
+        self.u64(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), ShapeError> {
+        self.u64(v.into())
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), ShapeError> {
+        self.u64(v)
+    }
+    fn serialize_str(self, v: &str) -> Result<(), ShapeError> {
+        match self {
+            Item::Str(b) => b.append_value(v),
+            Item::U64(_) => return shape("a string in a list of numbers"),
+        }
+        Ok(())
+    }
+    fn serialize_none(self) -> Result<(), ShapeError> {
+        match self {
+            Item::U64(b) => b.append_null(),
+            Item::Str(b) => b.append_null(),
+        }
+        Ok(())
+    }
+    fn serialize_unit(self) -> Result<(), ShapeError> {
+        self.serialize_none()
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<(), ShapeError> {
+        v.serialize(self)
+    }
+}
+
+pub struct ParquetPrinter {
+    dir: PathBuf,
+    /// The JSON printer that counts the summary's totals and writes the summary record.
+    json: JsonPrinter,
+    summary: Rc<RefCell<Vec<u8>>>,
+    source: String,
+    tables: Vec<Table>,
+    err: Option<io::Error>,
+}
+
+/// The bytes the inner JSON printer writes (only the summary record).
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.borrow_mut().extend_from_slice(buf);
         Ok(buf.len())
@@ -542,50 +977,31 @@ impl Write for Lines {
     }
 }
 
-pub struct ParquetPrinter {
-    dir: PathBuf,
-    /// The JSON printer that makes every record (and counts the summary's totals).
-    json: JsonPrinter,
-    lines: Lines,
-    source: String,
-    tables: Vec<Table>,
-    err: Option<io::Error>,
-}
-
 impl ParquetPrinter {
     /// Tables in `dir` (created if missing) for a run over `files`.
     pub fn create(dir: &Path, files: &[String]) -> io::Result<ParquetPrinter> {
         std::fs::create_dir_all(dir).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
         })?;
-        let lines = Lines::default();
+        let summary = Rc::new(RefCell::new(Vec::new()));
         let mut tables = Vec::new();
         for (name, _, _) in TABLES.iter().filter(|t| t.0 != "causes") {
             tables.push(Table::create(dir, name)?);
         }
         Ok(ParquetPrinter {
             dir: dir.to_path_buf(),
-            json: JsonPrinter::new(Box::new(lines.clone()), false, true),
-            lines,
+            json: JsonPrinter::new(Box::new(Shared(summary.clone())), false, true),
+            summary,
             source: files.join(","),
             tables,
             err: None,
         })
     }
 
-    /// The lines the JSON printer wrote since the last call, each into table `table`.
-    fn take(&mut self, table: usize) {
-        let bytes = std::mem::take(&mut *self.lines.0.borrow_mut());
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            if let (Err(e), None) = (self.tables[table].push_json(&self.source, line), &self.err) {
-                self.err = Some(e);
-            }
-        }
-        // The buffer keeps its capacity for the next record.
-        let mut buf = self.lines.0.borrow_mut();
-        if buf.is_empty() {
-            *buf = bytes;
-            buf.clear();
+    /// One record into table `table` (the first error is kept for `check`).
+    fn push(&mut self, table: usize, record: &impl Serialize) {
+        if let (Err(e), None) = (self.tables[table].push(&self.source, record), &self.err) {
+            self.err = Some(e);
         }
     }
 }
@@ -596,37 +1012,22 @@ const FINDINGS: usize = 1;
 const EXCHANGES: usize = 2;
 const STALLS: usize = 3;
 
+/// The records come from the tracking workers as values (no `json_lines`) and are serialized
+/// from the views of `record.rs` straight into the columns: no JSON in between.
 impl Printer for ParquetPrinter {
     fn finding(&mut self, f: &tcpwhy_detect::Finding) {
-        self.json.finding(f);
-        self.take(FINDINGS);
+        self.json.tally_finding(f);
+        self.push(FINDINGS, &FindingRecord(f));
     }
     fn exchange(&mut self, x: &tcpwhy_detect::Exchange) {
-        self.json.exchange(x);
-        self.take(EXCHANGES);
+        self.push(EXCHANGES, &ExchangeRecord(x));
     }
     fn stall(&mut self, s: &tcpwhy_detect::Stall) {
-        self.json.stall(s);
-        self.take(STALLS);
+        self.push(STALLS, &StallRecord(s));
     }
     fn connection(&mut self, c: &tcpwhy_track::Connection) {
-        self.json.connection(c);
-        self.take(CONNECTIONS);
-    }
-    /// The tracking workers write the JSON lines (in parallel), this thread only fills the
-    /// columns.
-    fn json_lines(&self) -> Option<super::JsonLines> {
-        Some(super::JsonLines { exchanges: true })
-    }
-    fn line(&mut self, bytes: &[u8], what: super::LineOf) {
-        let table = match what {
-            super::LineOf::Connection(_) => CONNECTIONS,
-            super::LineOf::Finding { .. } => FINDINGS,
-            super::LineOf::Exchange => EXCHANGES,
-            super::LineOf::Stall => STALLS,
-        };
-        self.json.line(bytes, what);
-        self.take(table);
+        self.json.tally_connection(c);
+        self.push(CONNECTIONS, &ConnectionRecord(c));
     }
     fn check(&mut self) -> io::Result<()> {
         match self.err.take() {
@@ -636,15 +1037,12 @@ impl Printer for ParquetPrinter {
     }
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         self.json.summary(r)?;
-        let bytes = std::mem::take(&mut *self.lines.0.borrow_mut());
+        let bytes = std::mem::take(&mut *self.summary.borrow_mut());
         let summary: Value =
             serde_json::from_slice(bytes.trim_ascii()).map_err(io::Error::other)?;
         let mut causes = Table::create(&self.dir, "causes")?;
-        for c in summary["causes"].as_array().into_iter().flatten() {
-            causes.push_json(
-                &self.source,
-                &serde_json::to_vec(c).map_err(io::Error::other)?,
-            )?;
+        for c in self.json.causes() {
+            causes.push(&self.source, &c)?;
         }
         causes.close()?;
         for t in std::mem::take(&mut self.tables) {
