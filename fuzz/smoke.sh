@@ -4,7 +4,7 @@
 # Seeds: the fixtures, fuzz/seeds/ and tcpdump's test captures under 64 KB
 # (../shared/corpus/tcpdump-tests).
 # A crash fails the run; the input is left in fuzz/artifacts/TARGET/: copy it to
-# fixtures/fuzz/ (tests/fuzz_regressions.rs checks every file there) and fix the cause.
+# fixtures/fuzz/ (tests/it/fuzz_regressions.rs checks every file there) and fix the cause.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH="${1:-60}"

@@ -10,7 +10,7 @@
 //! between the round's bounds (a packet of the round, or a timer due by its end; anything
 //! later is later), so sorting the union of a round's records by key gives exactly the order
 //! one tracker following every connection would have reported them in: the output is
-//! byte-for-byte that of `--threads 1` (tests/threads.rs). The exception is the
+//! byte-for-byte that of `--threads 1` (tests/it/threads.rs). The exception is the
 //! `--max-connections` cap, shared among the workers: which connections a full table evicts,
 //! and which finished connections a full history forgets, can differ.
 //!

@@ -527,7 +527,7 @@ struct Cells<'a> {
     set: &'a mut [bool],
 }
 
-/// A record whose shape the columns do not expect (a bug: tests/parquet.rs would show it).
+/// A record whose shape the columns do not expect (a bug: tests/it/parquet_tables.rs would show it).
 #[derive(Debug)]
 pub struct ShapeError(String);
 

@@ -3,8 +3,7 @@
 //! every packet keeps its time, lengths, link type and decoding, from pcap or pcapng input,
 //! a file or a pipe, with any number of threads.
 
-mod common;
-use common::{have_tshark, lab_fixture, tcpwhy, TempDir};
+use crate::common::{have_tshark, lab_fixture, tcpwhy, TempDir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

@@ -9,8 +9,7 @@
 //! licence); without it the test says so and passes (set TCPWHY_REAL_CORPUS to point
 //! elsewhere, or TCPWHY_REQUIRE_REAL_CORPUS=1 to make its absence a failure).
 
-mod common;
-use common::tcpwhy;
+use crate::common::tcpwhy;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,7 @@
 //! built here packet by packet (a handshake, a request and its ACK), and tshark, where
 //! installed, must see the same TCP packets in it.
 
-mod common;
-use common::{have_tshark, pcap_bytes, tcpwhy, TempDir};
+use crate::common::{have_tshark, pcap_bytes, tcpwhy, TempDir};
 use serde_json::Value;
 
 /// IPv4 + TCP from 10.0.0.1:40000 to 10.0.0.2:80 (or back), `flags`, `payload` bytes.

@@ -1,8 +1,7 @@
 //! The terminal report: colours only on a terminal and never with NO_COLOR (or as `--color`
 //! and CLICOLOR_FORCE say), tables that fit the terminal's width, `--quiet`. A terminal is made with util-linux `script` (a pty).
 
-mod common;
-use common::{fixture, lab_fixture, tcpwhy, TempDir};
+use crate::common::{fixture, lab_fixture, tcpwhy, TempDir};
 use std::path::Path;
 use std::process::Command;
 

@@ -6,8 +6,7 @@
 //! Every tcpwhy and every writer runs as a child process with a deadline: killed by its PID
 //! and the test failed, never a hung test.
 
-mod common;
-use common::{fixture, lab_fixture, TempDir};
+use crate::common::{fixture, lab_fixture, TempDir};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

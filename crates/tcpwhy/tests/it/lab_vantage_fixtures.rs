@@ -4,8 +4,7 @@
 //! included; `tcpwhy analyze` reads every one of them, and names each scenario's cause at the
 //! cost the lab measured, the same from every vantage. No root needed.
 
-mod common;
-use common::tcpwhy;
+use crate::common::tcpwhy;
 use std::path::{Path, PathBuf};
 use tcpwhy_wire::{Decoded, TcpFlags};
 

@@ -2,8 +2,7 @@
 //! findings as the JSON output, strings escaped; rendered in headless Chromium (Debian's
 //! chromium, which CI installs) with no console message, and a screenshot produced.
 
-mod common;
-use common::{fixture, lab_fixture, tcpwhy, TempDir};
+use crate::common::{fixture, lab_fixture, tcpwhy, TempDir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;

@@ -4,8 +4,8 @@
 //! `tcpwhy host` records are checked the same way in tests/host.rs (common::host_records),
 //! which makes a host finding of every id on namespaces it builds.
 
-mod common;
-use common::{check_schema, tcpwhy};
+use crate::common;
+use crate::common::{check_schema, tcpwhy};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

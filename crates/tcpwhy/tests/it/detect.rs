@@ -4,8 +4,7 @@
 //! the pathology (what some of them do name, the lab's own pauses and its 50 ms path, is
 //! checked to be true).
 
-mod common;
-use common::{analyze_json, fixture, lab_fixture, tcpwhy};
+use crate::common::{analyze_json, fixture, lab_fixture, tcpwhy};
 use serde_json::Value;
 
 /// Every finding record of `tcpwhy analyze --format json FILE`.

@@ -2,8 +2,7 @@
 //! fixtures/lab/README.md lists, read off the packets with tshark, and nothing of them in the
 //! fixed/control captures. No root needed.
 
-mod common;
-use common::{analyze_json, lab_fixture};
+use crate::common::{analyze_json, lab_fixture};
 use serde_json::Value;
 
 fn conns(name: &str) -> Vec<Value> {

@@ -2,8 +2,7 @@
 //! bytes per direction, equal what tshark reports (its `tcp.stream` conversations, the same
 //! ones `tshark -q -z conv,tcp` lists).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::process::Command;
 

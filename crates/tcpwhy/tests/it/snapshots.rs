@@ -3,9 +3,9 @@
 //!
 //! The snapshots were written by tcpwhy and then reviewed by hand once (the findings' frames
 //! and costs against tshark and fixtures/lab/README.md, the connection facts against tshark's
-//! conversations, which tests/tshark.rs also checks); from then on they guard against any
+//! conversations, which tests/it/tshark.rs also checks); from then on they guard against any
 //! unintended change. After an intended change, rewrite them with
-//! `TCPWHY_UPDATE_SNAPSHOTS=1 cargo test --test snapshots`, and review the diff before committing.
+//! `TCPWHY_UPDATE_SNAPSHOTS=1 cargo test --test it snapshots::`, and review the diff before committing.
 
 use std::path::Path;
 use std::process::Command;

@@ -2,8 +2,7 @@
 //! (fixtures/captures/expected.json, derived from construction or tshark, never from tcpwhy),
 //! snaplen, stdin, several files, errors and exit codes.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};

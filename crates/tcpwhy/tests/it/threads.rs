@@ -2,8 +2,7 @@
 //! byte for byte the output of `--threads 1` (everything on one thread), on every fixture and
 //! on a capture built here that crosses several of the engine's 32 Ki-packet rounds.
 
-mod common;
-use common::{fixtures, tcpwhy, TempDir};
+use crate::common::{fixtures, tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 //! service (from the JSON connections). Needs python3 with the duckdb package (`.ci/run`
 //! installs it; TCPWHY_SKIP_DUCKDB=1 skips the test where it cannot be installed).
 
-mod common;
-use common::{tcpwhy, TempDir};
+use crate::common::{tcpwhy, TempDir};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,8 +3,7 @@
 //! threads, in JSON, text and HTML. Every capture is built here packet by packet; the
 //! expected numbers are counted from the packets as they are built.
 
-mod common;
-use common::{tcpwhy, TempDir};
+use crate::common::{tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;

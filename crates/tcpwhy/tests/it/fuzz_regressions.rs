@@ -3,8 +3,7 @@
 //! parses, findings cost >= 0 and no more than the capture's span, evidence frames exist and
 //! ascend, findings end no earlier than they start, exchange parts add up to their latency.
 
-mod common;
-use common::tcpwhy;
+use crate::common::tcpwhy;
 use serde_json::Value;
 
 #[test]

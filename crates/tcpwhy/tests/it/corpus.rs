@@ -2,8 +2,7 @@
 //! purpose; ../shared/corpus/tcpdump-tests). No panic, no hang, exit 0 or 2, and with
 //! `--format json` every output line parses.
 
-mod common;
-use common::TempDir;
+use crate::common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //! covered by a column, and summary.json is the JSON summary record. Read back with the
 //! parquet crate's Arrow reader.
 
-mod common;
-use common::{tcpwhy, TempDir};
+use crate::common;
+use crate::common::{tcpwhy, TempDir};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -3,8 +3,8 @@
 //! objects) is documented in its record's section. The keys are collected from real output:
 //! every lab and capture fixture, with `--exchanges`, plus a SYN flood built here.
 
-mod common;
-use common::{tcpwhy, TempDir};
+use crate::common;
+use crate::common::{tcpwhy, TempDir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -5,8 +5,8 @@
 //! `tcpdump -r FILE -w - EXPR` wrote (tcpdump's selection, read by the reader tested against
 //! tshark elsewhere), and the frames it did not select must add up to the whole file.
 
-mod common;
-use common::{fixtures, tcpwhy, TempDir};
+use crate::common;
+use crate::common::{fixtures, tcpwhy, TempDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,7 +65,7 @@ fn selects_the_packets_tcpdump_selects() {
         let file = cap.to_string_lossy().into_owned();
         let whole = tcpwhy(&["analyze", "--format", "json", "--threads", "1", &file]);
         if whole.status.code() != Some(0) {
-            continue; // a fixture of a bad file: tests/analyze.rs checks its error
+            continue; // a fixture of a bad file: tests/it/analyze.rs checks its error
         }
         let all_frames = summary(&whole.stdout)["packets"].as_u64().unwrap_or(0);
         for expr in EXPRESSIONS {

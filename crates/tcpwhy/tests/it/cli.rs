@@ -1,8 +1,8 @@
 //! The command line around the analysis: shell completions and manual pages generated from
 //! the CLI definition, and `--version` naming the commit the binary was built from.
 
-mod common;
-use common::tcpwhy;
+use crate::common;
+use crate::common::tcpwhy;
 
 fn stdout(args: &[&str]) -> (Option<i32>, String) {
     let out = tcpwhy(args);
