@@ -2,6 +2,8 @@
 //! The lab captures test the same detectors on real kernel traffic (crates/tcpwhy/tests).
 
 use super::*;
+use proptest::prelude::RngExt as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::net::{IpAddr, Ipv4Addr};
 use tcpwhy_track::{At, Config, Tracker};
 use tcpwhy_wire::{Seq, TcpFlags, TcpOptions, TcpSegment};
@@ -1358,13 +1360,8 @@ type Sent = (
 /// and sent again), closed or left open; with timestamps and MSS on some clients' SYNs.
 #[test]
 fn compact_connections_give_the_findings_full_ones_do() {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut rnd = move |m: u64| rng.random_range(0..m);
     let mut lines: Vec<Sent> = Vec::new();
     for k in 0..300u32 {
         let cl = (

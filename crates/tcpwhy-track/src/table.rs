@@ -1108,6 +1108,7 @@ fn same_tuple(c: &Connection, seg: &TcpSegment) -> bool {
 #[cfg(test)]
 mod timer_tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn tracker(slots: usize) -> Tracker {
         let mut t = Tracker::new(Config::default());
@@ -1139,29 +1140,27 @@ mod timer_tests {
         assert_eq!(pop_all(&mut t), all);
     }
 
-    /// Timers in any order (equal deadlines, repeats of one slot) pop in (deadline, id, slot)
-    /// order, as from one heap.
-    #[test]
-    fn timers_in_any_order_pop_sorted() {
-        let mut t = tracker(64);
-        let mut all = Vec::new();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for n in 0..5_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let slot = (x % 64) as u32;
-            let deadline = match n % 4 {
-                0 => n as i64,              // ascending
-                1 => (x % 1000) as i64,     // anywhere
-                2 => 5_000 - n as i64,      // descending
-                _ => (x % 7) as i64 * 1000, // few distinct values
-            };
-            let id = x >> 40;
-            t.arm(slot, id, deadline);
-            all.push(Timer { deadline, id, slot });
+    /// A timer's deadline: ascending, anywhere, descending, or one of a few values (so that
+    /// many are equal), like the four kinds of run the old hand-made sequence mixed.
+    fn deadline() -> impl Strategy<Value = i64> {
+        prop_oneof![0i64..5_000, 0i64..1_000, (0i64..7).prop_map(|k| k * 1000)]
+    }
+
+    proptest! {
+        /// Timers in any order (equal deadlines, repeats of one slot) pop in (deadline, id,
+        /// slot) order, as from one heap.
+        #[test]
+        fn timers_in_any_order_pop_sorted(
+            timers in prop::collection::vec((0u32..64, deadline(), 0u64..1 << 24), 0..3_000),
+        ) {
+            let mut t = tracker(64);
+            let mut all = Vec::new();
+            for (slot, deadline, id) in timers {
+                t.arm(slot, id, deadline);
+                all.push(Timer { deadline, id, slot });
+            }
+            all.sort();
+            prop_assert_eq!(pop_all(&mut t), all);
         }
-        all.sort();
-        assert_eq!(pop_all(&mut t), all);
     }
 }

@@ -1,6 +1,8 @@
 //! Tracker tests written as transcripts: each line is one segment at the capture point.
 
 use super::*;
+use proptest::prelude::RngExt as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::net::{IpAddr, Ipv4Addr};
 use tcpwhy_wire::{Seq, TcpFlags, TcpOptions, TcpSegment};
 
@@ -605,13 +607,8 @@ impl Sink for Reports {
 /// 7 s (so linger and idle timers run out while other connections go on), timestamps that
 /// sometimes step back.
 fn random_traffic(n: usize) -> Vec<(TcpSegment, At)> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut rnd = move |m: u64| rng.random_range(0..m);
     let mut out = Vec::new();
     let mut t = 1_000 * MS;
     let mut isn = [0u32; 40];
@@ -1593,13 +1590,8 @@ impl Sink for Everything {
 /// reset or a stale ACK; timestamps that step back, pauses past the idle timeout, 16 SYNs
 /// and more on one tuple.
 fn syn_heavy_traffic(n: usize) -> Vec<(TcpSegment, At, u32)> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut rnd = move |m: u64| rng.random_range(0..m);
     let servers = [S, (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)), 443)];
     let mut out = Vec::new();
     let mut t = 1_000 * MS;

@@ -1,6 +1,8 @@
 //! Decoder tests on frames built byte by byte. Each builder documents the layout it writes.
 
 use super::*;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A 20-byte TCP header plus `opts` (padded to a word) from port 40000 to 80.
@@ -162,25 +164,82 @@ fn every_truncation_length_is_safe_and_consistent() {
     }
 }
 
-#[test]
-fn garbage_never_panics() {
-    // A cheap deterministic generator (xorshift) over all link types.
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut buf = [0u8; 128];
-    for i in 0..20_000 {
-        for b in buf.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
+proptest! {
+    /// Random bytes never panic the decoder, over every link type (the first byte biased
+    /// toward IPv4 or IPv6 so that the deep paths are reached).
+    #[test]
+    fn garbage_never_panics(
+        ip6 in any::<bool>(),
+        mut buf in prop::collection::vec(any::<u8>(), 0..128),
+        orig in 0u32..4000,
+    ) {
+        if let Some(b) = buf.first_mut() {
+            *b = if ip6 { 0x60 } else { 0x45 };
         }
-        // Bias the first bytes toward IP so deep paths are reached.
-        buf[0] = if i % 2 == 0 { 0x45 } else { 0x60 };
-        let len = (x as usize) % buf.len();
         for link in [0, 1, 101, 108, 113, 228, 229, 276, 999] {
-            let _ = decode(LinkType(link), &buf[..len], (x >> 8) as u32 % 4000);
+            let _ = decode(LinkType(link), &buf, orig);
         }
     }
+
+    /// Frames decoded one after the other into one reused segment (as the readers do) give
+    /// what a fresh decode of each gives.
+    #[test]
+    fn decoding_random_frames_into_a_used_segment(
+        frames in prop::collection::vec(tcp_ish_frame(), 1..16),
+    ) {
+        let mut seg = TcpSegment::EMPTY;
+        for (buf, orig) in &frames {
+            let r = decode_into(LinkType::RAW, buf, *orig, &mut seg);
+            match decode(LinkType::RAW, buf, *orig) {
+                Ok(Decoded::Tcp(want)) => {
+                    prop_assert_eq!(r, Ok(None));
+                    prop_assert_eq!(&seg, &want);
+                }
+                Ok(Decoded::Skipped(s)) => prop_assert_eq!(r, Ok(Some(s))),
+                Err(e) => prop_assert_eq!(r, Err(e)),
+            }
+        }
+    }
+}
+
+/// 40 to 95 random bytes made mostly a well-formed IPv4 or IPv6 TCP header, so that most
+/// decode as TCP (one in three IPv6), with an original length up to 63 bytes longer.
+fn tcp_ish_frame() -> impl Strategy<Value = (Vec<u8>, u32)> {
+    (0u8..3, prop::collection::vec(any::<u8>(), 40..96), 0u32..64).prop_map(
+        |(kind, mut buf, extra)| {
+            if kind == 0 {
+                buf[0] = 0x60;
+                buf[6] = 6; // next header: TCP
+            } else {
+                buf[0] = 0x45;
+                buf[2..4].copy_from_slice(&0u16.to_be_bytes()); // length from the frame
+                buf[6] = 0x40 | (buf[6] & 0x20); // DF, sometimes MF, offset 0
+                buf[7] = 0;
+                buf[9] = 6; // protocol: TCP
+            }
+            let orig = buf.len() as u32 + extra;
+            (buf, orig)
+        },
+    )
+}
+
+/// The frames of `tcp_ish_frame` are mostly TCP: the property above tests the decoder's
+/// TCP paths, not only its errors.
+#[test]
+fn tcp_ish_frames_are_mostly_tcp() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut tcp = 0;
+    for _ in 0..1000 {
+        let Ok(tree) = tcp_ish_frame().new_tree(&mut runner) else {
+            continue;
+        };
+        let (buf, orig) = tree.current();
+        tcp += usize::from(matches!(
+            decode(LinkType::RAW, &buf, orig),
+            Ok(Decoded::Tcp(_))
+        ));
+    }
+    assert!(tcp > 200, "only {tcp} of 1000 frames were TCP");
 }
 
 #[test]
@@ -385,42 +444,6 @@ fn decoding_into_a_used_segment_leaves_nothing_of_it() {
             assert_eq!(Ok(Decoded::Tcp(seg)), decode(b.0, b.1, b.2));
         }
     }
-    let mut x: u64 = 0x0123_4567_89AB_CDEF;
-    let mut buf = [0u8; 96];
-    let mut seg = TcpSegment::EMPTY;
-    let mut tcp = 0;
-    for i in 0..50_000 {
-        for b in buf.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-        // Mostly well-formed IPv4/IPv6 TCP headers, so most frames decode.
-        if i % 3 == 0 {
-            buf[0] = 0x60;
-            buf[6] = 6; // next header: TCP
-        } else {
-            buf[0] = 0x45;
-            buf[2..4].copy_from_slice(&0u16.to_be_bytes()); // length from the frame
-            buf[6] = 0x40 | (buf[6] & 0x20); // DF, sometimes MF, offset 0
-            buf[7] = 0;
-            buf[9] = 6; // protocol: TCP
-        }
-        let len = 40 + (x as usize) % (buf.len() - 40);
-        let orig = len as u32 + (x >> 40) as u32 % 64;
-        let r = decode_into(LinkType::RAW, &buf[..len], orig, &mut seg);
-        match decode(LinkType::RAW, &buf[..len], orig) {
-            Ok(Decoded::Tcp(want)) => {
-                assert_eq!(r, Ok(None));
-                assert_eq!(seg, want, "frame {i}");
-                tcp += 1;
-            }
-            Ok(Decoded::Skipped(s)) => assert_eq!(r, Ok(Some(s))),
-            Err(e) => assert_eq!(r, Err(e)),
-        }
-    }
-    assert!(tcp > 10_000, "only {tcp} random frames were TCP");
 }
 
 /// The wrappers of PPP, Solaris ipnet, Linux NFLOG and Apple PKTAP, each

@@ -360,15 +360,6 @@ pub(crate) trait Recycle {
     fn recycle(&mut self);
 }
 
-/// Tests' random numbers (xorshift64): the next value of `x`, below `m`.
-#[cfg(test)]
-pub(crate) fn xorshift_below(x: &mut u64, m: u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x % m
-}
-
 /// A finished connection's state, emptied when this goes.
 pub(crate) struct Finished<'a, T: Recycle>(&'a mut T);
 

@@ -576,37 +576,46 @@ mod tests {
         assert_eq!(l.get(used, side).sent.capacity(), 0);
     }
 
-    #[test]
-    fn sent_segments_are_found_as_a_bounded_queue_finds_them() {
-        // The inline first segment and the queue after it answer like one VecDeque of the
-        // newest RING segments searched newest first, for senders of 1 to 300 segments
-        // (overlapping ranges: a segment sent again with more data), fresh and recycled.
-        use super::{Recycle, RING};
-        use std::collections::VecDeque;
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |m: u32| super::super::xorshift_below(&mut x, u64::from(m)) as u32;
-        let mut st = State::default();
-        for n in [1u32, 2, 3, 17, 127, 128, 129, 300, 1, 2] {
-            let mut want: VecDeque<(Seq, Seq, At)> = VecDeque::new();
-            let mut next = 100 + rnd(1000);
-            for i in 0..n {
-                let start = next - rnd(2) * 50;
-                let s = (Seq(start), Seq(start + 100), At::new(u64::from(i) + 1, 0));
-                next = start + 100;
-                st.sent.push(s);
-                if want.len() == RING {
-                    want.pop_front();
+    proptest::proptest! {
+        /// The inline first segment and the queue after it answer like one VecDeque of the
+        /// newest RING segments searched newest first, for senders of 1 to 300 segments
+        /// (overlapping ranges: a segment sent again with more data), fresh and recycled.
+        #[test]
+        fn sent_segments_are_found_as_a_bounded_queue_finds_them(
+            senders in proptest::collection::vec(
+                (
+                    100u32..1100,
+                    proptest::collection::vec(proptest::bool::ANY, 1..300),
+                    proptest::collection::vec(0u32..1 << 20, 200),
+                ),
+                1..4,
+            ),
+        ) {
+            use super::{Recycle, RING};
+            use std::collections::VecDeque;
+            let mut st = State::default();
+            for (first, overlaps, queries) in senders {
+                let mut want: VecDeque<(Seq, Seq, At)> = VecDeque::new();
+                let mut next = first;
+                for (i, overlap) in overlaps.into_iter().enumerate() {
+                    let start = next - u32::from(overlap) * 50;
+                    let s = (Seq(start), Seq(start + 100), At::new(i as u64 + 1, 0));
+                    next = start + 100;
+                    st.sent.push(s);
+                    if want.len() == RING {
+                        want.pop_front();
+                    }
+                    want.push_back(s);
+                    proptest::prop_assert_eq!(st.sent.len(), want.len());
                 }
-                want.push_back(s);
-                assert_eq!(st.sent.len(), want.len());
+                for q in queries {
+                    let q = Seq(q % (next + 200));
+                    let expect = want.iter().rev().find(|(a, b, _)| *a <= q && q < *b);
+                    proptest::prop_assert_eq!(st.sent.find(q), expect.copied());
+                }
+                st.recycle();
+                proptest::prop_assert_eq!(st.sent.len(), 0);
             }
-            for _ in 0..200 {
-                let q = Seq(rnd(next + 200));
-                let expect = want.iter().rev().find(|(a, b, _)| *a <= q && q < *b);
-                assert_eq!(st.sent.find(q), expect.copied(), "n {n} seq {q:?}");
-            }
-            st.recycle();
-            assert_eq!(st.sent.len(), 0);
         }
     }
 

@@ -3,6 +3,8 @@
 //! on a capture built here that crosses several of the engine's 32 Ki-packet rounds.
 
 use crate::common::{fixtures, tcpwhy, TempDir};
+use proptest::prelude::RngExt as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,13 +52,8 @@ const RST: u8 = 0x04;
 /// later (rto-retransmission), some connections end with RST, and every 400 connections the
 /// traffic pauses 3 s so lingering connections finish in the middle of the capture.
 fn build(path: &Path) -> usize {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut rnd = move |m: u64| rng.random_range(0..m);
     let server = [10, 9, 9, 9];
     let mut pkts: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut t: u64 = 1_000_000_000; // microseconds
