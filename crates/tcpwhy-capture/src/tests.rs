@@ -574,23 +574,6 @@ fn read_ahead_reads_what_the_reading_thread_reads() {
     }
 }
 
-/// A directory of its own under the temporary directory, removed with its contents on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tcpwhy-capture-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Writes `bytes` into the FIFO `path` on a thread of its own, and sends a second handle on
 /// its write end once open. The open does not block (it fails while no reader is there, and
 /// is tried again for at most 10 s), so the thread ends even if the reader never comes.
@@ -632,8 +615,8 @@ fn fifo_writer(
 
 #[test]
 fn a_fifo_is_read_once_through_a_wide_pipe() {
-    let dir = TempDir::new("fifo");
-    let path = dir.0.join("in");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in");
     let recs: Vec<(u32, u32, Vec<u8>)> = (0..3000u32)
         .map(|i| (i, 0, i.to_le_bytes().repeat(50)))
         .collect();
@@ -672,8 +655,8 @@ fn a_fifo_is_read_once_through_a_wide_pipe() {
 
 #[test]
 fn a_directory_is_refused_as_one() {
-    let dir = TempDir::new("dir");
-    let e = FileReader::open(&dir.0.to_string_lossy())
+    let dir = tempfile::tempdir().unwrap();
+    let e = FileReader::open(&dir.path().to_string_lossy())
         .err()
         .expect("a directory is not a capture");
     assert!(

@@ -138,29 +138,25 @@ pub fn have_tshark() -> bool {
 
 /// A directory of its own under the system's temporary directory, removed with everything in
 /// it when dropped (also when the test fails): tests leave nothing behind.
-pub struct TempDir(PathBuf);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
+    /// A new private directory (0700, a random name starting `tcpwhy-{tag}-`), removed with
+    /// its contents on drop.
     pub fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let d = std::env::temp_dir().join(format!("tcpwhy-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("a temporary directory");
+        let d = tempfile::Builder::new()
+            .prefix(&format!("tcpwhy-{tag}-"))
+            .tempdir()
+            .expect("a temporary directory");
         TempDir(d)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        self.0.path()
     }
 
     pub fn join<P: AsRef<Path>>(&self, name: P) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(name)
     }
 }
 
