@@ -1,11 +1,14 @@
-//! Snapshot tests: the whole JSON output (`--format json --exchanges`) of the lab captures and
-//! a few real-traffic fixtures, compared line by line with fixtures/snapshots/*.jsonl.
+//! Snapshot tests (insta): the whole JSON output (`--format json --exchanges`) of the lab
+//! captures and a few real-traffic fixtures, and the text report (as written to a pipe: no
+//! colour, no wrapping) of the lab's broken runs and one control, in fixtures/snapshots/.
 //!
-//! The snapshots were written by tcpwhy and then reviewed by hand once (the findings' frames
-//! and costs against tshark and fixtures/lab/README.md, the connection facts against tshark's
-//! conversations, which tests/it/tshark.rs also checks); from then on they guard against any
-//! unintended change. After an intended change, rewrite them with
-//! `TCPWHY_UPDATE_SNAPSHOTS=1 cargo test --test it snapshots::`, and review the diff before committing.
+//! The JSON snapshots were written by tcpwhy and then reviewed by hand once (the findings'
+//! frames and costs against tshark and fixtures/lab/README.md, the connection facts against
+//! tshark's conversations, which tests/it/tshark.rs also checks); the text snapshots were
+//! reviewed against them (every cause, cost, frame and count of the report is a field of the
+//! JSON). From then on they guard against any unintended change. After an intended change:
+//! `INSTA_UPDATE=always cargo test --test it snapshots::` (or `cargo insta review`), and
+//! review the diff before committing.
 
 use std::path::Path;
 use std::process::Command;
@@ -29,45 +32,62 @@ const CASES: [&str; 16] = [
     "fixtures/captures/veth-mixed.pcap",
 ];
 
+/// The text report of these (a subset: each report is one screen to review).
+const TEXT_CASES: [&str; 6] = [
+    "fixtures/lab/stale-syn-timewait-broken.pcap.gz",
+    "fixtures/lab/stale-syn-lost-rst-broken.pcap",
+    "fixtures/lab/slow-start-after-idle-broken.pcap.gz",
+    "fixtures/lab/nagle-delayed-ack-broken.pcap",
+    "fixtures/lab/syn-backlog-full-broken.pcap",
+    "fixtures/lab/tail-loss-control.pcap",
+];
+
+/// tcpwhy's output on `case` (run from the repository root with a relative path, so that the
+/// report names the file as the snapshot does).
+fn run(case: &str, args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .current_dir(&root)
+        .arg("analyze")
+        .args(args)
+        .arg(case)
+        .output()
+        .expect("run tcpwhy");
+    assert_eq!(out.status.code(), Some(0), "{case}");
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Compares `got` with the snapshot `name` in fixtures/snapshots.
+fn check(name: &str, got: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/snapshots");
+    insta::with_settings!({
+        snapshot_path => dir,
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, got);
+    });
+}
+
+fn file_name(case: &str) -> String {
+    Path::new(case)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 #[test]
 fn json_output_matches_the_reviewed_snapshots() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let update = std::env::var("TCPWHY_UPDATE_SNAPSHOTS").as_deref() == Ok("1");
-    let mut failures = Vec::new();
     for case in CASES {
-        // Run from the repository root with a relative path: the summary names the file.
-        let out = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
-            .current_dir(&root)
-            .args(["analyze", "--format", "json", "--exchanges", case])
-            .output()
-            .expect("run tcpwhy");
-        assert_eq!(out.status.code(), Some(0), "{case}");
-        let got = String::from_utf8(out.stdout).expect("UTF-8 output");
-        let name = Path::new(case).file_name().unwrap().to_string_lossy();
-        let snap = root
-            .join("fixtures/snapshots")
-            .join(format!("{name}.jsonl"));
-        if update {
-            std::fs::create_dir_all(snap.parent().unwrap()).unwrap();
-            std::fs::write(&snap, &got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(&snap)
-            .unwrap_or_else(|_| panic!("{} missing (see this file's doc)", snap.display()));
-        if got != want {
-            let (i, (g, w)) = got
-                .lines()
-                .zip(want.lines())
-                .enumerate()
-                .find(|(_, (g, w))| g != w)
-                .unwrap_or((0, ("(line count differs)", "")));
-            failures.push(format!(
-                "{case}: line {}\n  got:  {g}\n  want: {w}\n  ({} lines vs {})",
-                i + 1,
-                got.lines().count(),
-                want.lines().count()
-            ));
-        }
+        let got = run(case, &["--format", "json", "--exchanges"]);
+        check(&format!("{}.json", file_name(case)), &got);
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn text_report_matches_the_reviewed_snapshots() {
+    for case in TEXT_CASES {
+        let got = run(case, &["--color", "never"]);
+        check(&format!("{}.text", file_name(case)), &got);
+    }
 }
