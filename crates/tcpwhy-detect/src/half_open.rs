@@ -403,18 +403,6 @@ impl HalfOpen {
     pub fn attempts(&self) -> u64 {
         u64::from(self.total.attempts)
     }
-
-    /// The capture-level findings: a SYN flood, a SYN scan (each at most once).
-    pub fn findings(&self) -> Vec<crate::Finding> {
-        let mut out = Vec::new();
-        if self.flood_on {
-            out.extend(crate::detectors::syn_flood::finding(self));
-        }
-        if self.scan_on {
-            out.extend(crate::detectors::syn_scan::finding(self));
-        }
-        out
-    }
 }
 
 #[cfg(test)]

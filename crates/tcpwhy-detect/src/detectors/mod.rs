@@ -510,6 +510,21 @@ impl ConnState {
 
 /// Each detector's bytes per connection (`Lazy` and `PerSide` add nothing to their states:
 /// the "looked at" bits are in `ConnState::used`).
+impl crate::half_open::HalfOpen {
+    /// The capture-level findings: a SYN flood, a SYN scan (each at most once). Here, not in
+    /// half_open.rs, so that the tally does not depend on the detectors that read it.
+    pub fn findings(&self) -> Vec<crate::Finding> {
+        let mut out = Vec::new();
+        if self.flood_on {
+            out.extend(syn_flood::finding(self));
+        }
+        if self.scan_on {
+            out.extend(syn_scan::finding(self));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn print_sizes() {
     use std::mem::size_of;
