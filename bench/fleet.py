@@ -1,14 +1,17 @@
-"""Files per second through the command line, the Python package and the Ray recipe (issue 29's
-numbers; a benchmark that prints numbers, not a test).
+"""Files per second through the command line, the Python package and the Ray and Spark recipes
+(issue 29's numbers; a benchmark that prints numbers, not a test).
 
-    python3 bench/fleet.py [--ray] 'fixtures/lab/*.pcap*' 'fixtures/lab/vantage/*.pcap*'
+    python3 bench/fleet.py [--ray] [--spark] 'fixtures/lab/*.pcap*' 'fixtures/lab/vantage/*.pcap*'
 
 CLI: `tcpwhy analyze --format parquet -o DIR FILE` per file (a process each, as a shell loop
 over a directory would run it); Python: `tcpwhy.analyze(FILE)` per file in this process; with
 --ray, the Ray recipe on a local cluster of 1 and then 2 nodes of one CPU each (started here
-on 127.0.0.1 and stopped after). Best of 3 rounds each.
+on 127.0.0.1 and stopped after); with --spark, the Spark recipe on `local-cluster[N,1,1024]`
+with 1 and then 2 executors of one core (a session each, started before the rounds: its start
+is printed, not counted). Best of 3 rounds each.
 """
 import glob
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -30,9 +33,19 @@ def best(f, rounds=3):
     return min(times)
 
 
+def load(name, path):
+    """The Python file `path` as module `name` (both recipes are called rank.py)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main():
     use_ray = "--ray" in sys.argv
-    files = sorted(p for a in sys.argv[1:] if a != "--ray" for p in glob.glob(a))
+    use_spark = "--spark" in sys.argv
+    files = sorted(p for a in sys.argv[1:] if not a.startswith("--") for p in glob.glob(a))
     size = sum(os.path.getsize(f) for f in files) / 1e6
     print(f"{len(files)} captures, {size:.1f} MB")
 
@@ -54,8 +67,13 @@ def main():
     for name, f in [("CLI, a process per file", cli), ("Python package, in process", python)]:
         t = best(f)
         print(f"{name:<34} {t:7.2f} s  {len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s")
-    if not use_ray:
-        return
+    if use_ray:
+        ray_rank(files, size)
+    if use_spark:
+        spark_rank(files, size)
+
+
+def ray_rank(files, size):
     import rank
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     for nodes in (1, 2):
@@ -72,6 +90,18 @@ def main():
             subprocess.run(["ray", "stop", "--force"], env=env, capture_output=True)
         print(f"{'Ray Data, %d node(s) of 1 CPU' % nodes:<34} {t:7.2f} s  "
               f"{len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s")
+
+
+def spark_rank(files, size):
+    rank = load("spark_rank", ROOT / "examples" / "spark" / "rank.py")
+    for executors in (1, 2):
+        start = time.perf_counter()
+        with rank.cluster(f"local-cluster[{executors},1,1024]") as spark:
+            start = time.perf_counter() - start
+            t = best(lambda: rank.rank(files, spark=spark))
+        print(f"{'Spark, %d executor(s) of 1 core' % executors:<34} {t:7.2f} s  "
+              f"{len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s  "
+              f"(session start {start:.1f} s)")
 
 
 if __name__ == "__main__":
