@@ -273,8 +273,11 @@ impl Output for Collect<'_> {
     }
     fn connection(&mut self, c: &Connection) {
         if self.json.is_some() {
-            let v = json::vantage_index(c.vantage()) as u8;
-            self.line(LineOf::Connection(v), |b| json::write_connection(b, c));
+            let what = LineOf::Connection {
+                id: c.id(),
+                vantage: json::vantage_index(c.vantage()) as u8,
+            };
+            self.line(what, |b| json::write_connection(b, c));
         } else if self.briefs {
             self.record(Kind::Brief, Some((c.brief(), |b| &mut b.briefs)));
         } else {
@@ -405,7 +408,7 @@ impl<'a> Sinks<'a> {
             Kind::Line => {
                 if let Some((bytes, what)) = b.line(i) {
                     match what {
-                        LineOf::Connection(_) => self.open = self.open.saturating_sub(1),
+                        LineOf::Connection { .. } => self.open = self.open.saturating_sub(1),
                         LineOf::Finding { id, .. } => *self.ids.entry(id).or_insert(0) += 1,
                         LineOf::Exchange | LineOf::Stall => {}
                     }

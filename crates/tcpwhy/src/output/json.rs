@@ -5,7 +5,6 @@ use super::record::{CauseRecord, ConnectionRecord, ExchangeRecord, FindingRecord
 use super::{Printer, Report};
 use crate::time::{ms, rfc3339};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use tcpwhy_track::{Connection, Vantage};
 
@@ -21,35 +20,18 @@ pub struct JsonPrinter {
     exchanges: bool,
     /// One record's bytes (reused).
     buf: Vec<u8>,
-    /// Findings per id, for the summary's `causes`.
-    causes: BTreeMap<&'static str, CauseTotal>,
-}
-
-/// One finding id's totals over the capture.
-#[derive(Default)]
-struct CauseTotal {
-    findings: u64,
-    low: u64,
-    cost_ns: i64,
-    connections: BTreeSet<u64>,
+    /// The summary's `causes`.
+    causes: super::CauseTotals,
 }
 
 impl JsonPrinter {
-    fn count(&mut self, id: &'static str, cost_ns: i64, connection: Option<u64>, low: bool) {
-        let t = self.causes.entry(id).or_default();
-        t.findings += 1;
-        t.low += u64::from(low);
-        t.cost_ns += cost_ns;
-        t.connections.extend(connection);
-    }
-
     /// The causes ranked as the text report ranks them: by time lost, then by id.
     pub fn causes(&self) -> Vec<CauseRecord> {
-        let mut v: Vec<(&&str, &CauseTotal)> = self.causes.iter().collect();
-        v.sort_by(|a, b| b.1.cost_ns.cmp(&a.1.cost_ns).then(a.0.cmp(b.0)));
-        v.into_iter()
+        self.causes
+            .ranked()
+            .into_iter()
             .map(|(id, t)| CauseRecord {
-                connections: t.connections.len() as u64,
+                connections: self.causes.connections(id),
                 cost_ms: ms(t.cost_ns),
                 findings: t.findings,
                 id,
@@ -62,11 +44,12 @@ impl JsonPrinter {
     pub fn tally_finding(&mut self, f: &tcpwhy_detect::Finding) {
         let low = f.confidence.level == tcpwhy_detect::Level::Low;
         let conn = (!f.capture_wide()).then_some(f.connection);
-        self.count(f.id, f.cost_ns, conn, low);
+        self.causes.finding(f.id, f.cost_ns, conn, low);
     }
 
     /// Counts a connection for the summary, without writing it.
     pub fn tally_connection(&mut self, c: &Connection) {
+        self.causes.connection(c.id());
         self.vantage[vantage_index(c.vantage())] += 1;
     }
 }
@@ -80,7 +63,7 @@ impl JsonPrinter {
             live,
             exchanges,
             buf: Vec::new(),
-            causes: BTreeMap::new(),
+            causes: Default::default(),
         }
     }
 
@@ -237,8 +220,9 @@ impl Printer for JsonPrinter {
 
     fn line(&mut self, bytes: &[u8], what: super::LineOf) {
         match what {
-            super::LineOf::Connection(v) => {
-                if let Some(n) = self.vantage.get_mut(usize::from(v)) {
+            super::LineOf::Connection { id, vantage } => {
+                self.causes.connection(id);
+                if let Some(n) = self.vantage.get_mut(usize::from(vantage)) {
                     *n += 1;
                 }
             }
@@ -247,7 +231,7 @@ impl Printer for JsonPrinter {
                 cost_ns,
                 connection,
                 low,
-            } => self.count(id, cost_ns, connection, low),
+            } => self.causes.finding(id, cost_ns, connection, low),
             super::LineOf::Exchange | super::LineOf::Stall if !self.exchanges => return,
             _ => {}
         }

@@ -68,8 +68,11 @@ pub struct JsonLines {
 /// The record a JSON line holds, with what the reading thread counts of it.
 #[derive(Clone, Copy, Debug)]
 pub enum LineOf {
-    /// A connection, and its vantage (`json::vantage_index`).
-    Connection(u8),
+    /// A connection: its id and its vantage (`json::vantage_index`).
+    Connection {
+        id: u64,
+        vantage: u8,
+    },
     /// A finding: its id, cost and connection (None for a capture-wide one), and whether its
     /// confidence is low.
     Finding {
@@ -210,12 +213,91 @@ pub fn endpoint(addr: IpAddr, port: u16) -> String {
     }
 }
 
+/// One cause's findings, summed: all of them, and the low-confidence ones among them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    pub findings: u64,
+    /// Time lost (a negative cost counts as none, as a record's `cost_ms` shows it).
+    pub cost_ns: i64,
+    pub low: u64,
+    pub low_cost_ns: i64,
+}
+
+impl Tally {
+    /// Findings and time lost of the confident part (level medium or high), or of the low one.
+    pub fn part(&self, low: bool) -> (u64, i64) {
+        if low {
+            (self.low, self.low_cost_ns)
+        } else {
+            (self.findings - self.low, self.cost_ns - self.low_cost_ns)
+        }
+    }
+}
+
+/// The totals every printer reports per cause (the text and HTML rankings, the JSON
+/// summary's `causes`), counted in one place: findings, time lost, distinct connections.
+#[derive(Default)]
+pub struct CauseTotals {
+    by_id: std::collections::BTreeMap<&'static str, Tally>,
+    connections: CauseConnections,
+}
+
+impl CauseTotals {
+    /// A finding of cause `id` (on `connection`: None for a capture-wide one).
+    pub fn finding(&mut self, id: &'static str, cost_ns: i64, connection: Option<u64>, low: bool) {
+        let t = self.by_id.entry(id).or_default();
+        let cost = cost_ns.max(0);
+        t.findings += 1;
+        t.cost_ns += cost;
+        if low {
+            t.low += 1;
+            t.low_cost_ns += cost;
+        }
+        if let Some(c) = connection {
+            self.connections.finding(c, id);
+        }
+    }
+
+    /// The record of connection `id`: none of its findings come after it.
+    pub fn connection(&mut self, id: u64) {
+        self.connections.connection(id);
+    }
+
+    /// Distinct connections cause `id` was found on (its findings of any confidence).
+    pub fn connections(&self, id: &str) -> u64 {
+        self.connections.count(id)
+    }
+
+    /// Every cause with its tally, ranked by time lost, then by id.
+    pub fn ranked(&self) -> Vec<(&'static str, Tally)> {
+        let mut v: Vec<(&'static str, Tally)> = self.by_id.iter().map(|(k, t)| (*k, *t)).collect();
+        v.sort_by_key(|(id, t)| (std::cmp::Reverse(t.cost_ns), *id));
+        v
+    }
+
+    /// The causes with findings of the confident part (or of the low one), with that part's
+    /// findings and time lost, ranked by that time, then by id.
+    pub fn ranked_part(&self, low: bool) -> Vec<(&'static str, u64, i64)> {
+        let mut v: Vec<(&'static str, u64, i64)> = self
+            .by_id
+            .iter()
+            .map(|(id, t)| {
+                let (n, cost) = t.part(low);
+                (*id, n, cost)
+            })
+            .filter(|(_, n, _)| *n > 0)
+            .collect();
+        v.sort_by_key(|(id, _, cost)| (std::cmp::Reverse(*cost), *id));
+        v
+    }
+}
+
 /// On how many distinct connections each cause was found, in memory bounded by the connections
 /// that have findings and are still open (a set of connection ids per cause grew with the
 /// capture: 10 M entries for 10 M connections). Relies on the printers' order: a connection's
 /// findings all come before its record ([`Printer::connection`]), which ends its entry here.
 #[derive(Default)]
-pub struct CauseConnections {
+struct CauseConnections {
     /// Cause index (a bit in the masks) -> count of distinct connections.
     counts: Vec<u64>,
     ids: Vec<&'static str>,

@@ -18,7 +18,7 @@ use super::{count, endpoint, fmt_bytes, fmt_ms, verb, Printer, Report, Slowest};
 use crate::input::Inputs;
 use crate::time::rfc3339;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use tcpwhy_detect::{Exchange, Finding, Stall, StallClass};
@@ -62,7 +62,7 @@ struct Lost {
     lost_ns: i64,
 }
 
-#[derive(Default)]
+/// A cause's confident findings, summed, as the answer ranks them.
 struct Cause {
     count: u64,
     cost_ns: i64,
@@ -75,10 +75,9 @@ pub struct HtmlPrinter {
     cfg: Config,
     findings: Vec<Finding>,
     more_findings: u64,
-    causes: BTreeMap<&'static str, Cause>,
-    /// Low-confidence findings, ranked apart (`tcpwhy_detect::confidence`).
-    uncertain: BTreeMap<&'static str, Cause>,
-    cause_connections: super::CauseConnections,
+    /// Findings per cause; the low-confidence ones are ranked apart
+    /// (`tcpwhy_detect::confidence`).
+    causes: super::CauseTotals,
     /// Findings and time lost per connection, until its record arrives.
     per_conn: HashMap<u64, (u32, i64)>,
     hist: [[u64; PARTS.len()]; BINS],
@@ -98,9 +97,7 @@ impl HtmlPrinter {
             cfg,
             findings: Vec::new(),
             more_findings: 0,
-            causes: BTreeMap::new(),
-            uncertain: BTreeMap::new(),
-            cause_connections: Default::default(),
+            causes: Default::default(),
             per_conn: HashMap::new(),
             hist: [[0; PARTS.len()]; BINS],
             exchanges: 0,
@@ -138,16 +135,10 @@ pub fn esc(s: &str) -> String {
 
 impl Printer for HtmlPrinter {
     fn finding(&mut self, f: &Finding) {
-        let ranked = if f.confidence.level == tcpwhy_detect::Level::Low {
-            &mut self.uncertain
-        } else {
-            &mut self.causes
-        };
-        let c = ranked.entry(f.id).or_default();
-        c.count += 1;
-        c.cost_ns += f.cost_ns.max(0);
+        let low = f.confidence.level == tcpwhy_detect::Level::Low;
+        let conn = (!f.capture_wide()).then_some(f.connection);
+        self.causes.finding(f.id, f.cost_ns, conn, low);
         if !f.capture_wide() {
-            self.cause_connections.finding(f.connection, f.id);
             let p = self.per_conn.entry(f.connection).or_default();
             p.0 += 1;
             p.1 += f.cost_ns.max(0);
@@ -194,7 +185,7 @@ impl Printer for HtmlPrinter {
     }
 
     fn brief(&mut self, b: &Brief) {
-        self.cause_connections.connection(b.id);
+        self.causes.connection(b.id);
         let (findings, lost_ns) = self.per_conn.remove(&b.id).unwrap_or_default();
         self.rows.offer(b, Lost { findings, lost_ns });
     }
@@ -320,8 +311,12 @@ impl HtmlPrinter {
             (Some(a), Some(b)) => format!(" over {} from {}", fmt_ms(b - a), esc(&rfc3339(a))),
             _ => String::new(),
         };
-        let mut causes: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
-        causes.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        let causes: Vec<(&'static str, Cause)> = self
+            .causes
+            .ranked_part(false)
+            .into_iter()
+            .map(|(id, count, cost_ns)| (id, Cause { count, cost_ns }))
+            .collect();
         // Only findings about the capture as a whole (a flood, a scan): nothing cost a
         // connection time, so nothing "cost the most".
         let capture_wide_only = causes.iter().all(|(id, _)| capture_wide(id));
@@ -376,7 +371,7 @@ impl HtmlPrinter {
             for (i, (id, c)) in causes.iter().enumerate() {
                 let y = 5 + row_h * i as i64;
                 let bw = ((c.cost_ns as f64 / max) * (w - left - right) as f64).max(1.0);
-                let conns = self.cause_connections.count(id);
+                let conns = self.causes.connections(id);
                 let on = if capture_wide(id) {
                     "the capture as a whole".to_string()
                 } else {
@@ -458,15 +453,13 @@ impl HtmlPrinter {
         let graph_of: HashMap<usize, &Windows> = windows.iter().map(|(i, w)| (*i, w)).collect();
         // Grouped by cause (in the ranking's order), then by time; the low-confidence ones
         // after all the others, apart.
-        let mut ranked: Vec<(&&'static str, &Cause)> = self.causes.iter().collect();
-        ranked.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
-        let mut uncertain: Vec<(&&'static str, &Cause)> = self.uncertain.iter().collect();
-        uncertain.sort_by_key(|(id, c)| (Reverse(c.cost_ns), **id));
+        let ranked = self.causes.ranked_part(false);
+        let uncertain = self.causes.ranked_part(true);
         let low = |f: &Finding| f.confidence.level == tcpwhy_detect::Level::Low;
         let groups = ranked
             .into_iter()
-            .map(|(id, _)| (*id, false))
-            .chain(uncertain.into_iter().map(|(id, _)| (*id, true)));
+            .map(|(id, _, _)| (id, false))
+            .chain(uncertain.into_iter().map(|(id, _, _)| (id, true)));
         let mut n = 0usize;
         let mut apart = false;
         for (id, uncertain) in groups {

@@ -16,8 +16,7 @@ use sections::*;
 use style::fit;
 pub use style::Style;
 
-/// Findings of one id, summed.
-#[derive(Default)]
+/// Findings of one id (of one confidence part), summed, as the report ranks them.
 struct Cause {
     count: u64,
     cost_ns: i64,
@@ -29,10 +28,10 @@ struct Cause {
 const LATENCY_SAMPLE: usize = 100_000;
 
 pub struct TextPrinter {
-    causes: std::collections::BTreeMap<&'static str, Cause>,
-    /// Low-confidence findings, ranked apart (`tcpwhy_detect::confidence`).
-    uncertain: std::collections::BTreeMap<&'static str, Cause>,
-    cause_connections: super::CauseConnections,
+    causes: super::CauseTotals,
+    /// The costliest finding of each id, of the confident part and (`true`) of the
+    /// low-confidence one, ranked apart (`tcpwhy_detect::confidence`).
+    examples: std::collections::BTreeMap<(&'static str, bool), tcpwhy_detect::Finding>,
     exchanges: u64,
     latencies: Vec<i64>,
     split: tcpwhy_detect::Split,
@@ -69,8 +68,7 @@ impl TextPrinter {
         };
         TextPrinter {
             causes: Default::default(),
-            uncertain: Default::default(),
-            cause_connections: Default::default(),
+            examples: Default::default(),
             exchanges: 0,
             latencies: Vec::new(),
             split: Default::default(),
@@ -179,19 +177,18 @@ impl Printer for TextPrinter {
                 p.findings.push(f.clone());
             }
         }
-        let ranked = if f.confidence.level == tcpwhy_detect::Level::Low {
-            &mut self.uncertain
-        } else {
-            &mut self.causes
-        };
-        let c = ranked.entry(f.id).or_default();
-        c.count += 1;
-        c.cost_ns += f.cost_ns.max(0);
-        if !f.capture_wide() {
-            self.cause_connections.finding(f.connection, f.id);
-        }
-        if c.example.as_ref().is_none_or(|e| f.cost_ns > e.cost_ns) {
-            c.example = Some(f.clone());
+        let low = f.confidence.level == tcpwhy_detect::Level::Low;
+        let conn = (!f.capture_wide()).then_some(f.connection);
+        self.causes.finding(f.id, f.cost_ns, conn, low);
+        let e = self.examples.entry((f.id, low));
+        match e {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(f.clone());
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) if f.cost_ns > o.get().cost_ns => {
+                o.insert(f.clone());
+            }
+            _ => {}
         }
     }
 
@@ -214,7 +211,7 @@ impl Printer for TextPrinter {
     }
 
     fn brief(&mut self, b: &Brief) {
-        self.cause_connections.connection(b.id);
+        self.causes.connection(b.id);
         self.vantage[vantage_index(b.vantage)] += 1;
         let close = b.close;
         let ci = match close.kind() {

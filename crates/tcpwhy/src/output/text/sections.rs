@@ -4,23 +4,39 @@
 use super::*;
 
 impl TextPrinter {
+    /// The causes of the confident part (or of the low-confidence one) ranked by time lost,
+    /// each with its costliest finding.
+    fn ranked(&mut self, low: bool) -> Vec<(&'static str, Cause)> {
+        self.causes
+            .ranked_part(low)
+            .into_iter()
+            .map(|(id, count, cost_ns)| {
+                let example = self.examples.remove(&(id, low));
+                (
+                    id,
+                    Cause {
+                        count,
+                        cost_ns,
+                        example,
+                    },
+                )
+            })
+            .collect()
+    }
+
     pub(super) fn causes_report(&mut self) -> io::Result<()> {
         let st = self.style;
-        let mut causes: Vec<(&'static str, Cause)> =
-            std::mem::take(&mut self.causes).into_iter().collect();
-        let mut uncertain: Vec<(&'static str, Cause)> =
-            std::mem::take(&mut self.uncertain).into_iter().collect();
-        uncertain.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
+        let causes = self.ranked(false);
+        let uncertain = self.ranked(true);
         if causes.is_empty() {
             writeln!(self.out, "{}\n", st.green("No latency cause found."))?;
             return self.uncertain_report(&uncertain);
         }
-        causes.sort_by_key(|(id, c)| (std::cmp::Reverse(c.cost_ns), *id));
         writeln!(self.out, "{}", st.bold("Causes, ranked by time lost:"))?;
         for (i, (id, c)) in causes.iter().enumerate() {
             let cost = fmt_ms(c.cost_ns);
             let plain_lead = format!("{:>2}. {id}: {cost} ", i + 1);
-            let conns = self.cause_connections.count(id);
+            let conns = self.causes.connections(id);
             let capture_wide = c.example.as_ref().is_some_and(|f| f.capture_wide());
             let rest = if capture_wide {
                 "lost: about the capture as a whole, no connection waited on it".to_string()
