@@ -111,9 +111,9 @@ pub fn write_stall(b: &mut Vec<u8>, s: &tcpwhy_detect::Stall) {
     write_value(b, &StallRecord(s));
 }
 
-/// (serde_json cannot fail on these values written to memory: every map key is a string.)
+/// `v` as compact JSON, as `serde_json` writes it (`json_writer`).
 fn write_value(b: &mut Vec<u8>, v: &impl serde::Serialize) {
-    let _ = serde_json::to_writer(b, v);
+    super::json_writer::write(b, v);
 }
 
 pub fn vantage_index(v: Vantage) -> usize {

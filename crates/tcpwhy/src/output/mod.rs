@@ -3,6 +3,7 @@
 pub mod annotate;
 pub mod html;
 pub mod json;
+mod json_writer;
 pub mod parquet;
 pub mod record;
 pub mod text;
