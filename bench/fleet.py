@@ -8,7 +8,8 @@ over a directory would run it); Python: `tcpwhy.analyze(FILE)` per file in this 
 --ray, the Ray recipe on a local cluster of 1 and then 2 nodes of one CPU each (started here
 on 127.0.0.1 and stopped after); with --spark, the Spark recipe on `local-cluster[N,1,1024]`
 with 1 and then 2 executors of one core (a session each, started before the rounds: its start
-is printed, not counted). Best of 3 rounds each.
+is printed, not counted); --spark-threads1 the same with `threads=1` per analysis (one
+tracking thread: an analysis then uses about one core). Best of 3 rounds each.
 """
 import glob
 import importlib.util
@@ -71,6 +72,8 @@ def main():
         ray_rank(files, size)
     if use_spark:
         spark_rank(files, size)
+    if "--spark-threads1" in sys.argv:
+        spark_rank(files, size, {"threads": 1})
 
 
 def ray_rank(files, size):
@@ -92,14 +95,17 @@ def ray_rank(files, size):
               f"{len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s")
 
 
-def spark_rank(files, size):
+def spark_rank(files, size, options=None):
     rank = load("spark_rank", ROOT / "examples" / "spark" / "rank.py")
     for executors in (1, 2):
         start = time.perf_counter()
         with rank.cluster(f"local-cluster[{executors},1,1024]") as spark:
             start = time.perf_counter() - start
-            t = best(lambda: rank.rank(files, spark=spark))
-        print(f"{'Spark, %d executor(s) of 1 core' % executors:<34} {t:7.2f} s  "
+            t = best(lambda: rank.rank(files, spark=spark, options=options))
+        what = "Spark, %d executor(s) of 1 core" % executors
+        if options:
+            what += ", threads=1"
+        print(f"{what:<34} {t:7.2f} s  "
               f"{len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s  "
               f"(session start {start:.1f} s)")
 

@@ -94,16 +94,16 @@ def executor():
     return f"{socket.gethostname()}:{os.getppid()}"
 
 
-def analyze(batches, executors):
+def analyze(batches, executors, options=None):
     """mapInArrow's function: each capture of `batches` (a `path` column) analysed in this
-    task, its findings yielded as record batches of FINDINGS; this executor added to
-    `executors` (an accumulator)."""
+    task (`tcpwhy.analyze(path, **options)`), its findings yielded as record batches of
+    FINDINGS; this executor added to `executors` (an accumulator)."""
     import tcpwhy  # imported on the executor
 
     executors.add({executor()})
     for batch in batches:
         for path in batch.column("path").to_pylist():
-            findings = tcpwhy.analyze(path).findings
+            findings = tcpwhy.analyze(path, **(options or {})).findings
             yield from findings.select(FINDINGS.names).cast(FINDINGS).to_batches()
 
 
@@ -152,12 +152,13 @@ def _spark_home():
     return _find_spark_home()
 
 
-def rank(paths, master=MASTER, spark=None, timeout=None, tasks=None):
+def rank(paths, master=MASTER, spark=None, timeout=None, tasks=None, options=None):
     """The ranked causes of `paths` (a list of capture files), computed on Spark: (a list of
     dicts, costliest first; the executors that analysed captures, as `host:pid`). It runs on
     `spark` (a SparkSession) if given, else on a session of its own on `master`, stopped
     after; in `tasks` tasks (default: 4 per core). With `timeout` (seconds) the job is
-    cancelled when it runs out (an error)."""
+    cancelled when it runs out (an error). `options` go to `tcpwhy.analyze` (`threads=1`: one
+    tracking thread per analysis, for executors of one core each)."""
     # Paths as the executors see them (their working directory is not ours).
     paths = [os.path.abspath(p) for p in paths]
     # `analyze` travels to the executors by value: they need not import this file.
@@ -167,12 +168,12 @@ def rank(paths, master=MASTER, spark=None, timeout=None, tasks=None):
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
     if spark is None:
         with cluster(master) as spark:
-            return rank(paths, spark=spark, timeout=timeout, tasks=tasks)
+            return rank(paths, spark=spark, timeout=timeout, tasks=tasks, options=options)
     sc = spark.sparkContext
     executors = sc.accumulator(set(), Union())
 
     def task(batches):
-        return analyze(batches, executors)
+        return analyze(batches, executors, options)
 
     # The paths dealt round-robin into `tasks` partitions, so many per task: a Spark task costs
     # about 0.1 s here (55 small captures: 5.5 s as a task each, 1.5 s in 8 tasks), and 4 tasks
