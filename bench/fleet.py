@@ -8,8 +8,8 @@ over a directory would run it); Python: `tcpwhy.analyze(FILE)` per file in this 
 --ray, the Ray recipe on a local cluster of 1 and then 2 nodes of one CPU each (started here
 on 127.0.0.1 and stopped after); with --spark, the Spark recipe on `local-cluster[N,1,1024]`
 with 1 and then 2 executors of one core (a session each, started before the rounds: its start
-is printed, not counted); --spark-threads1 the same with `threads=1` per analysis (one
-tracking thread: an analysis then uses about one core). Best of 3 rounds each.
+is printed, not counted); --ray-threads1 and --spark-threads1 the same with `threads=1` per
+analysis (one tracking thread: an analysis then uses about one core). Best of 3 rounds each.
 """
 import glob
 import importlib.util
@@ -70,13 +70,15 @@ def main():
         print(f"{name:<34} {t:7.2f} s  {len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s")
     if use_ray:
         ray_rank(files, size)
+    if "--ray-threads1" in sys.argv:
+        ray_rank(files, size, {"threads": 1})
     if use_spark:
         spark_rank(files, size)
     if "--spark-threads1" in sys.argv:
         spark_rank(files, size, {"threads": 1})
 
 
-def ray_rank(files, size):
+def ray_rank(files, size, options=None):
     import rank
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     for nodes in (1, 2):
@@ -88,10 +90,13 @@ def ray_rank(files, size):
                             "--node-ip-address=127.0.0.1", "--num-cpus=1"],
                            env=env, capture_output=True, check=True)
         try:
-            t = best(lambda: rank.rank(files))
+            t = best(lambda: rank.rank(files, options=options))
         finally:
             subprocess.run(["ray", "stop", "--force"], env=env, capture_output=True)
-        print(f"{'Ray Data, %d node(s) of 1 CPU' % nodes:<34} {t:7.2f} s  "
+        what = "Ray Data, %d node(s) of 1 CPU" % nodes
+        if options:
+            what += ", threads=1"
+        print(f"{what:<34} {t:7.2f} s  "
               f"{len(files) / t:6.1f} files/s  {size / t:6.1f} MB/s")
 
 

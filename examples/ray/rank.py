@@ -18,14 +18,15 @@ import pyarrow as pa
 import ray
 
 
-def analyze(batch: pa.Table) -> pa.Table:
-    """One row per (capture, cause), and one per (capture, cause, server) for the worst hosts."""
+def analyze(batch: pa.Table, options=None) -> pa.Table:
+    """One row per (capture, cause), and one per (capture, cause, server) for the worst hosts;
+    each capture analysed by `tcpwhy.analyze(path, **options)`."""
     import tcpwhy  # imported on the worker
 
     rows = []
     node = ray.get_runtime_context().get_node_id()
     for path in batch.column("path").to_pylist():
-        r = tcpwhy.analyze(path)
+        r = tcpwhy.analyze(path, **(options or {}))
         for c in r.causes.to_pylist():
             rows.append({"capture": path, "node": node, "id": c["id"], "server": "",
                          "findings": c["findings"], "connections": c["connections"],
@@ -46,9 +47,11 @@ def analyze(batch: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def rank(paths, address="127.0.0.1:6379"):
+def rank(paths, address="127.0.0.1:6379", options=None):
     """The ranked causes of `paths` (a list of capture files), computed on the Ray cluster at
-    `address`: (a list of dicts, costliest first; the Ray nodes that analysed captures)."""
+    `address`: (a list of dicts, costliest first; the Ray nodes that analysed captures).
+    `options` go to `tcpwhy.analyze` (`threads=1`: one tracking thread per analysis, for
+    nodes of one CPU each)."""
     # Paths as the workers see them (their working directory is not ours); the driver on the
     # loopback address the cluster was started on.
     paths = [os.path.abspath(p) for p in paths]
@@ -59,7 +62,8 @@ def rank(paths, address="127.0.0.1:6379"):
              log_to_driver=False)
     try:
         ds = ray.data.from_items([{"path": p} for p in paths])
-        rows = ds.map_batches(analyze, batch_size=1, batch_format="pyarrow").take_all()
+        rows = ds.map_batches(analyze, batch_size=1, batch_format="pyarrow",
+                              fn_kwargs={"options": options}).take_all()
     finally:
         ray.shutdown()
     causes = {}
