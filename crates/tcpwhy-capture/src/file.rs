@@ -71,6 +71,8 @@ pub struct FileReader {
     done: bool,
     warning: Option<Warning>,
     stats: ContainerStats,
+    /// The input's size when it is a regular file (`size`).
+    size: Option<u64>,
 }
 
 /// What to do with a block the parser rejected.
@@ -178,6 +180,13 @@ impl FileReader {
     }
 
     fn from_opened(name: &str, o: Opened) -> Result<FileReader, CaptureError> {
+        let size = o.size;
+        let mut r = Self::from_opened_stream(name, o)?;
+        r.size = size;
+        Ok(r)
+    }
+
+    fn from_opened_stream(name: &str, o: Opened) -> Result<FileReader, CaptureError> {
         let compressed = o.compression.is_some();
         let first: Vec<u8> = o.prefix.iter().take(4).copied().collect();
         let prefix_len = o.prefix.len();
@@ -280,7 +289,14 @@ impl FileReader {
             done: false,
             warning: None,
             stats: ContainerStats::default(),
+            size: None,
         }
+    }
+
+    /// The input's size when it is a regular file, from the file this reader opened (never a
+    /// second look at its path): what a progress bar can count up to.
+    pub fn size(&self) -> Option<u64> {
+        self.size
     }
 
     fn error(&self, kind: Kind, message: String) -> CaptureError {

@@ -304,6 +304,12 @@ impl Capture {
         self.files.iter().any(|f| f.compressed())
     }
 
+    /// The inputs' size together, when every one is a regular file (from the files opened,
+    /// not their paths): None for a pipe, standard input or a device.
+    pub fn size(&self) -> Option<u64> {
+        self.files.iter().map(FileReader::size).sum()
+    }
+
     /// Bytes consumed so far over all inputs (decompressed bytes for compressed input).
     pub fn bytes_read(&self) -> u64 {
         self.files.iter().map(|f| f.offset()).sum()

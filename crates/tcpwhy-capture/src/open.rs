@@ -242,12 +242,17 @@ pub(crate) struct Opened {
     pub rest: Rest,
     pub compression: Option<&'static str>,
     pub last_error: LastError,
+    /// The input's size when it is a regular file (from the open file: `fstat`).
+    pub size: Option<u64>,
 }
 
 /// Open `path` (`-`: standard input); with `read_ahead`, the input is read (and decompressed)
 /// on a thread of its own ([`ReadAhead`]).
 pub(crate) fn open(path: &str, read_ahead: bool) -> io::Result<Opened> {
-    Ok(from_reader(raw_input(path)?, read_ahead))
+    let (raw, size) = raw_input_sized(path)?;
+    let mut opened = from_reader(raw, read_ahead);
+    opened.size = size;
+    Ok(opened)
 }
 
 /// The bytes of input `path` before decompression, as [`crate::Capture::open`] reads them: `-`
@@ -259,13 +264,20 @@ pub(crate) fn open(path: &str, read_ahead: bool) -> io::Result<Opened> {
 /// refused, nothing changes. A directory is refused with a message that says so (a read from it
 /// fails with "Is a directory", which the parser would report as a corrupt capture).
 pub fn raw_input(path: &str) -> io::Result<Box<dyn Read + Send>> {
+    raw_input_sized(path).map(|(r, _)| r)
+}
+
+/// [`raw_input`], and the input's size if it is a regular file (from the opened file).
+fn raw_input_sized(path: &str) -> io::Result<(Box<dyn Read + Send>, Option<u64>)> {
     if path == "-" {
         #[cfg(target_os = "linux")]
         let _ = nix::fcntl::fcntl(io::stdin(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
-        return Ok(Box::new(io::stdin()));
+        return Ok((Box::new(io::stdin()), None));
     }
     let file = File::open(path)?;
+    let mut size = None;
     if let Ok(meta) = file.metadata() {
+        size = meta.is_file().then_some(meta.len());
         if meta.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -277,7 +289,7 @@ pub fn raw_input(path: &str) -> io::Result<Box<dyn Read + Send>> {
             let _ = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
         }
     }
-    Ok(Box::new(file))
+    Ok((Box::new(file), size))
 }
 
 pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
@@ -304,6 +316,7 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
                     rest: Rest::Stream(Box::new(io::empty())),
                     compression: Some("zstd"),
                     last_error,
+                    size: None,
                 };
             }
         }
@@ -314,6 +327,7 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
             rest,
             compression: None,
             last_error,
+            size: None,
         };
     };
     let compression = if head.starts_with(&GZIP_MAGIC) {
@@ -332,6 +346,7 @@ pub(crate) fn from_reader(raw: DynRead, read_ahead: bool) -> Opened {
         rest,
         compression: Some(compression),
         last_error,
+        size: None,
     }
 }
 

@@ -666,3 +666,25 @@ fn a_directory_is_refused_as_one() {
     );
     assert_eq!(e.kind, ErrorKind::Open);
 }
+
+/// The size a progress bar counts up to comes from the files opened: a regular file's length
+/// (two of them summed), nothing for a pipe or any stream.
+#[test]
+fn a_regular_file_has_a_size_and_a_stream_has_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<(u32, u32, &[u8])> = vec![(1, 0, &[0u8; 60][..]), (2, 0, &[1u8; 40][..])];
+    let bytes = pcap(false, false, 101, &recs);
+    let a = dir.path().join("a.pcap");
+    let b = dir.path().join("b.pcap");
+    std::fs::write(&a, &bytes).unwrap();
+    std::fs::write(&b, &bytes[..bytes.len() - 40]).unwrap();
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let one = FileReader::open(&a).unwrap();
+    assert_eq!(one.size(), Some(bytes.len() as u64));
+    let both = Capture::open(&[&*a, &*b]).unwrap();
+    assert_eq!(both.size(), Some(2 * bytes.len() as u64 - 40));
+    let stream = FileReader::from_reader("in", Box::new(std::io::Cursor::new(bytes))).unwrap();
+    assert_eq!(stream.size(), None);
+    let mixed = Capture::from_readers(vec![FileReader::open(&a).unwrap(), stream]).unwrap();
+    assert_eq!(mixed.size(), None);
+}

@@ -118,7 +118,7 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     }
     let history_secs = cfg.history_ns / 1_000_000_000;
 
-    let mut progress = Progress::new(&args.files, capture.compressed(), args.quiet);
+    let mut progress = Progress::new(capture.size(), capture.compressed(), args.quiet);
     let run = if threads <= 1 {
         one_thread(&mut capture, &mut *printer, args, cfg, &mut progress)?
     } else {
@@ -358,23 +358,13 @@ struct Progress {
 }
 
 impl Progress {
-    /// `compressed`: some input is (its size on disk then says nothing of the bytes to read).
-    /// Sizes come from the file system alone: an input is never opened again here (a pipe
-    /// would lose bytes to it, or a FIFO whose writer is gone would block the open forever).
-    fn new(files: &[String], compressed: bool, quiet: bool) -> Progress {
+    /// `size`: the inputs' size together (`Capture::size`, from the files the reader opened;
+    /// None for a pipe), `compressed`: some input is (its size on disk then says nothing of
+    /// the bytes to read).
+    fn new(size: Option<u64>, compressed: bool, quiet: bool) -> Progress {
         use std::io::IsTerminal;
         let on = !quiet && io::stderr().is_terminal();
-        let mut total = (!compressed).then_some(0u64);
-        for f in files {
-            let size = std::fs::metadata(f)
-                .ok()
-                .filter(|m| m.is_file())
-                .map(|m| m.len());
-            total = match (total, size) {
-                (Some(t), Some(s)) => Some(t + s),
-                _ => None,
-            };
-        }
+        let total = size.filter(|_| !compressed);
         let now = std::time::Instant::now();
         Progress {
             on,
