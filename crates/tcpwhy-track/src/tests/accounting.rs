@@ -392,20 +392,9 @@ fn seg_event(
             }
         }
     }
-    let to = if from == C { S } else { C };
     let s = TcpSegment {
-        src: from.0,
-        dst: to.0,
-        src_port: from.1,
-        dst_port: to.1,
-        seq: Seq(seq),
-        ack: Seq(ack),
-        flags: TcpFlags(flags),
-        window: 1000,
-        payload_len: len,
-        options: TcpOptions::default(),
         ip_id: id,
-        first_fragment: false,
+        ..segment(from, peer(from), flags, seq, ack, len)
     };
     r.frame += 1;
     let mut sink = Waits(waits, &mut r.done);

@@ -28,6 +28,41 @@ const RST: u8 = TcpFlags::RST;
 
 const PSH: u8 = TcpFlags::PSH;
 
+/// The segment template of these tests: `len` bytes from `from` to `to`, window 1000, no
+/// options, IP ID 0 (struct update syntax sets anything else).
+fn segment(
+    from: (IpAddr, u16),
+    to: (IpAddr, u16),
+    flags: u8,
+    seq: u32,
+    ack: u32,
+    len: u32,
+) -> TcpSegment {
+    TcpSegment {
+        src: from.0,
+        dst: to.0,
+        src_port: from.1,
+        dst_port: to.1,
+        seq: Seq(seq),
+        ack: Seq(ack),
+        flags: TcpFlags(flags),
+        window: 1000,
+        payload_len: len,
+        options: TcpOptions::default(),
+        ip_id: 0,
+        first_fragment: false,
+    }
+}
+
+/// The other end of the test connection.
+fn peer(from: (IpAddr, u16)) -> (IpAddr, u16) {
+    if from == C {
+        S
+    } else {
+        C
+    }
+}
+
 struct Run {
     t: Tracker,
     done: Vec<Connection>,
@@ -57,20 +92,7 @@ impl Run {
         ack: u32,
         len: u32,
     ) {
-        let s = TcpSegment {
-            src: from.0,
-            dst: to.0,
-            src_port: from.1,
-            dst_port: to.1,
-            seq: Seq(seq),
-            ack: Seq(ack),
-            flags: TcpFlags(flags),
-            window: 1000,
-            payload_len: len,
-            options: TcpOptions::default(),
-            ip_id: 0,
-            first_fragment: false,
-        };
+        let s = segment(from, to, flags, seq, ack, len);
         self.frame += 1;
         let at = At::new(self.frame, ms * MS);
         let done = &mut self.done;
@@ -92,20 +114,9 @@ impl Run {
         len: u32,
         options: TcpOptions,
     ) {
-        let to = if from == C { S } else { C };
         let s = TcpSegment {
-            src: from.0,
-            dst: to.0,
-            src_port: from.1,
-            dst_port: to.1,
-            seq: Seq(seq),
-            ack: Seq(ack),
-            flags: TcpFlags(flags),
-            window: 1000,
-            payload_len: len,
             options,
-            ip_id: 0,
-            first_fragment: false,
+            ..segment(from, peer(from), flags, seq, ack, len)
         };
         self.frame += 1;
         let done = &mut self.done;
@@ -198,20 +209,9 @@ fn seg_id(
     len: u32,
     id: u16,
 ) {
-    let to = if from == C { S } else { C };
     let s = TcpSegment {
-        src: from.0,
-        dst: to.0,
-        src_port: from.1,
-        dst_port: to.1,
-        seq: Seq(seq),
-        ack: Seq(ack),
-        flags: TcpFlags(flags),
-        window: 1000,
-        payload_len: len,
-        options: TcpOptions::default(),
         ip_id: id,
-        first_fragment: false,
+        ..segment(from, peer(from), flags, seq, ack, len)
     };
     r.frame += 1;
     let done = &mut r.done;
