@@ -747,6 +747,15 @@ impl Num {
     }
 }
 
+/// Number `Serializer` methods that hand the value to `self.num` as a [`Num`] of kind `$k`.
+macro_rules! numbers {
+    ($($f:ident($t:ty) => $k:ident),* $(,)?) => {
+        $(fn $f(self, v: $t) -> Result<(), ShapeError> {
+            self.num(Num::$k(v.into()))
+        })*
+    };
+}
+
 /// Serializes one value into one column's builder.
 struct Cell<'a>(&'a mut Builder);
 
@@ -778,36 +787,18 @@ impl<'a> Serializer for Cell<'a> {
     ) -> Result<Self::SerializeStruct, ShapeError> {
         shape("an object in a column")
     }
-    fn serialize_u8(self, v: u8) -> Result<(), ShapeError> {
-        self.num(Num::U(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), ShapeError> {
-        self.num(Num::U(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), ShapeError> {
-        self.num(Num::U(v.into()))
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), ShapeError> {
-        self.num(Num::U(v))
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), ShapeError> {
-        self.num(Num::I(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), ShapeError> {
-        self.num(Num::I(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), ShapeError> {
-        self.num(Num::I(v.into()))
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), ShapeError> {
-        self.num(Num::I(v))
-    }
-    fn serialize_f32(self, v: f32) -> Result<(), ShapeError> {
-        self.num(Num::F(v.into()))
-    }
-    fn serialize_f64(self, v: f64) -> Result<(), ShapeError> {
-        self.num(Num::F(v))
-    }
+    numbers!(
+        serialize_u8(u8) => U,
+        serialize_u16(u16) => U,
+        serialize_u32(u32) => U,
+        serialize_u64(u64) => U,
+        serialize_i8(i8) => I,
+        serialize_i16(i16) => I,
+        serialize_i32(i32) => I,
+        serialize_i64(i64) => I,
+        serialize_f32(f32) => F,
+        serialize_f64(f64) => F,
+    );
     fn serialize_bool(self, v: bool) -> Result<(), ShapeError> {
         match self.0 {
             Builder::Bool(b) => b.append_value(v),
@@ -888,10 +879,10 @@ enum Item<'a> {
 }
 
 impl Item<'_> {
-    fn u64(self, v: u64) -> Result<(), ShapeError> {
-        match self {
-            Item::U64(b) => b.append_value(v),
-            Item::Str(_) => return shape("a number in a list of strings"),
+    fn num(self, n: Num) -> Result<(), ShapeError> {
+        match (self, n.as_u64()) {
+            (Item::U64(b), Some(v)) => b.append_value(v),
+            _ => return shape("a number that is not an element of a list of numbers"),
         }
         Ok(())
     }
@@ -920,18 +911,12 @@ impl Serializer for Item<'_> {
     ) -> Result<Self::SerializeStruct, ShapeError> {
         shape("an object in a list")
     }
-    fn serialize_u8(self, v: u8) -> Result<(), ShapeError> {
-        self.u64(v.into())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), ShapeError> {
-        self.u64(v.into())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), ShapeError> {
-        self.u64(v.into())
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), ShapeError> {
-        self.u64(v)
-    }
+    numbers!(
+        serialize_u8(u8) => U,
+        serialize_u16(u16) => U,
+        serialize_u32(u32) => U,
+        serialize_u64(u64) => U,
+    );
     fn serialize_str(self, v: &str) -> Result<(), ShapeError> {
         match self {
             Item::Str(b) => b.append_value(v),
