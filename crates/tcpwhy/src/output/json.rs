@@ -42,9 +42,7 @@ impl JsonPrinter {
 
     /// Counts a finding for the summary, without writing it.
     pub fn tally_finding(&mut self, f: &tcpwhy_detect::Finding) {
-        let low = f.confidence.level == tcpwhy_detect::Level::Low;
-        let conn = (!f.capture_wide()).then_some(f.connection);
-        self.causes.finding(f.id, f.cost_ns, conn, low);
+        self.causes.add(f);
     }
 
     /// Counts a connection for the summary, without writing it.

@@ -259,6 +259,15 @@ impl CauseTotals {
         }
     }
 
+    /// Finding `f` (its cost, its connection unless capture-wide, whether its confidence is
+    /// low); returns whether it is low.
+    pub fn add(&mut self, f: &tcpwhy_detect::Finding) -> bool {
+        let low = f.confidence.level == tcpwhy_detect::Level::Low;
+        let conn = (!f.capture_wide()).then_some(f.connection);
+        self.finding(f.id, f.cost_ns, conn, low);
+        low
+    }
+
     /// The record of connection `id`: none of its findings come after it.
     pub fn connection(&mut self, id: u64) {
         self.connections.connection(id);

@@ -135,9 +135,7 @@ pub fn esc(s: &str) -> String {
 
 impl Printer for HtmlPrinter {
     fn finding(&mut self, f: &Finding) {
-        let low = f.confidence.level == tcpwhy_detect::Level::Low;
-        let conn = (!f.capture_wide()).then_some(f.connection);
-        self.causes.finding(f.id, f.cost_ns, conn, low);
+        self.causes.add(f);
         if !f.capture_wide() {
             let p = self.per_conn.entry(f.connection).or_default();
             p.0 += 1;

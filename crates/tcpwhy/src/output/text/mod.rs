@@ -177,9 +177,7 @@ impl Printer for TextPrinter {
                 p.findings.push(f.clone());
             }
         }
-        let low = f.confidence.level == tcpwhy_detect::Level::Low;
-        let conn = (!f.capture_wide()).then_some(f.connection);
-        self.causes.finding(f.id, f.cost_ns, conn, low);
+        let low = self.causes.add(f);
         let e = self.examples.entry((f.id, low));
         match e {
             std::collections::btree_map::Entry::Vacant(v) => {
