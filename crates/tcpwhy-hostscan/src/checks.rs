@@ -1051,6 +1051,14 @@ pub fn syn_backlog(s: &Snapshot, out: &mut Vec<HostFinding>) {
 /// belong to `host-stale-state-collisions` and are left out here; fast retransmits
 /// (TCPFastRetrans) and tail loss probes (TCPLossProbes) have their own counts; RetransSegs
 /// counts every retransmitted segment, against OutSegs for the share.
+///
+/// A resend the receiver reports back in a D-SACK (TCPDSACKRecvSegs) arrived twice: the
+/// first copy was reordered or late, not lost. Those are taken off the fast retransmits
+/// first (reordering on a LAN or veth is what triggers them) and the rest off the tail loss
+/// probes (a probe whose original arrived), so a host whose only resends are reordering's is
+/// not called lossy. The raw counts stay in the evidence. Packets the host itself dropped
+/// because a CPU's input backlog was full (softnet_stat) are named as a place of the loss:
+/// over veth and on a busy receiver they are often all of it.
 pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
     let Some(t) = s.interval_s.filter(|t| *t > 0.0) else {
         return;
@@ -1064,11 +1072,15 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
     let segs = delta(s, "Tcp.RetransSegs");
     let sent = delta(s, "Tcp.OutSegs");
     let recoveries = delta(s, "TcpExt.TCPSackRecovery") + delta(s, "TcpExt.TCPRenoRecovery");
+    let spurious = delta(s, "TcpExt.TCPDSACKRecvSegs");
+    let backlog = delta(s, "Softnet.Dropped");
+    let fast_needed = fast.saturating_sub(spurious);
+    let probes_needed = probes.saturating_sub(spurious.saturating_sub(fast));
     let rate = |n: u64| n as f64 / t;
     // Timeouts and lost SYNs stall a connection for the RTO: one a second is worth naming.
     // Fast retransmits cost about a round trip each: ten a second (0.1% loss at this host's
     // loopback rate made 2 460/s).
-    if rate(rto + syn_lost) < 1.0 && rate(probes) < 10.0 && rate(fast) < 10.0 {
+    if rate(rto + syn_lost) < 1.0 && rate(probes_needed) < 10.0 && rate(fast_needed) < 10.0 {
         return;
     }
     let mut top: Vec<&Socket> = s
@@ -1083,7 +1095,7 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
         .fold(0.0, f64::max);
     let mut f = finding(s, "host-retransmissions", "now");
     f.explanation = format!(
-        "over {t:.1} s: {:.1} segments/s retransmitted ({:.3}% of the {:.0}/s sent): {:.1}/s by fast retransmit in {:.1} recoveries/s, {:.1} data timeouts/s, {:.1} tail loss probes/s, {:.1} SYN or SYN-ACK retransmissions/s{}{}.",
+        "over {t:.1} s: {:.1} segments/s retransmitted ({:.3}% of the {:.0}/s sent): {:.1}/s by fast retransmit in {:.1} recoveries/s, {:.1} data timeouts/s, {:.1} tail loss probes/s, {:.1} SYN or SYN-ACK retransmissions/s{}{}{}{}.",
         rate(segs),
         if sent > 0 { segs as f64 * 100.0 / sent as f64 } else { 0.0 },
         rate(sent),
@@ -1093,6 +1105,8 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
         rate(probes),
         rate(syn_lost),
         if stale > 0 { format!(" (and {stale} after a reset in SYN-SENT: host-stale-state-collisions)") } else { String::new() },
+        if spurious > 0 { format!("; {:.1}/s of the resends arrived twice (D-SACK): reordering or an early timer, not loss", rate(spurious)) } else { String::new() },
+        if backlog > 0 { format!("; this host dropped {:.1} packets/s itself, a CPU's input backlog being full (/proc/net/softnet_stat; its size is net.core.netdev_max_backlog)", rate(backlog)) } else { String::new() },
         match top.first() {
             Some(k) => format!(
                 "; most retransmissions: {} -> {} ({})",
@@ -1126,7 +1140,11 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
     }
     f.impact = format!("per event: {}", costs.join("; "));
     f.impact_ms = impact_ms;
-    f.fix = "find the loss on the path (interface drops: ip -s link, a policer, a full queue); capture one of the sockets below and run tcpwhy analyze".into();
+    f.fix = if backlog > 0 {
+        "raise net.core.netdev_max_backlog (and net.core.netdev_budget if softnet_stat's third column grows too) so this host stops dropping its own input, then look for the rest of the loss on the path (interface drops: ip -s link, a policer, a full queue)".into()
+    } else {
+        "find the loss on the path (interface drops: ip -s link, a policer, a full queue); capture one of the sockets below and run tcpwhy analyze".into()
+    };
     f.evidence = json!({
         "interval_s": t,
         "retransmitted_segments_per_s": rate(segs),
@@ -1137,6 +1155,8 @@ pub fn retransmissions(s: &Snapshot, out: &mut Vec<HostFinding>) {
         "loss_probes_per_s": rate(probes),
         "syn_retransmits_per_s": rate(syn_lost),
         "syn_retransmits_after_rst": stale,
+        "dsack_segments_per_s": rate(spurious),
+        "backlog_drops_per_s": rate(backlog),
         "top_sockets": top.iter().take(5).map(|k| json!({
             "local": endpoint(k.src), "remote": endpoint(k.dst),
             "total_retrans": k.info.map_or(0, |i| i.total_retrans)})).collect::<Vec<_>>(),

@@ -2,8 +2,8 @@
 //!
 //! Per network namespace: the TCP sysctls that matter (docs/tcp-signatures.md section 9), the
 //! socket counts of /proc/net/sockstat(6), every TCP socket through sock_diag netlink (with
-//! tcp_info and the congestion control name), and the Tcp/TcpExt counters, as deltas over an
-//! interval when one is given. Over an interval the TIME-WAIT sockets are also read at its
+//! tcp_info and the congestion control name), and the Tcp/TcpExt counters (with the host's
+//! softnet_stat backlog drops), as deltas over an interval when one is given. Over an interval the TIME-WAIT sockets are also read at its
 //! start (to see which ended early) and the listeners every 100 ms (to name the one whose
 //! accept queue filled). Checks turn that [`Snapshot`] into [`HostFinding`]s; they are pure
 //! functions, tested on built snapshots. Reading needs no privilege in the caller's own
@@ -173,6 +173,10 @@ fn read_counters(unseen: &mut Vec<String>) -> BTreeMap<String, u64> {
             Ok(t) => c.extend(proc::counters(&t)),
             Err(e) => unseen.push(format!("/proc/net/{f}: {e}")),
         }
+    }
+    match std::fs::read_to_string("/proc/net/softnet_stat") {
+        Ok(t) => c.extend(proc::softnet(&t)),
+        Err(e) => unseen.push(format!("/proc/net/softnet_stat: {e}")),
     }
     c
 }

@@ -46,6 +46,39 @@ pub fn sockstat(text: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// `/proc/net/softnet_stat`: one line per CPU of hexadecimal columns, the first three being
+/// packets processed, packets dropped because the CPU's input backlog
+/// (net.core.netdev_max_backlog) was full, and times the receive softirq ran out of budget
+/// (net.core.netdev_budget) with packets left. Returns their sums over the CPUs as
+/// `Softnet.Processed`, `Softnet.Dropped` and `Softnet.TimeSqueeze`; a line whose first three
+/// columns are not all hexadecimal is skipped. The counts are the host's, the same in every
+/// network namespace, and 32 bits per CPU: a wrapped sum shows as no increase.
+pub fn softnet(text: &str) -> BTreeMap<String, u64> {
+    let mut sums = [0u64; 3];
+    let mut lines = 0;
+    for line in text.lines() {
+        let cols: Vec<u64> = line
+            .split_whitespace()
+            .take(3)
+            .map_while(|w| u64::from_str_radix(w, 16).ok())
+            .collect();
+        if let [a, b, c] = cols[..] {
+            sums[0] += a;
+            sums[1] += b;
+            sums[2] += c;
+            lines += 1;
+        }
+    }
+    if lines == 0 {
+        return BTreeMap::new();
+    }
+    ["Processed", "Dropped", "TimeSqueeze"]
+        .iter()
+        .zip(sums)
+        .map(|(n, v)| (format!("Softnet.{n}"), v))
+        .collect()
+}
+
 /// A sysctl value as the first integer of the text (`ip_local_port_range` has two).
 pub fn ints(text: &str) -> Vec<i64> {
     text.split_whitespace()
@@ -89,6 +122,22 @@ Tcp: 1 200 120000 -1 2103 2098\n";
         assert_eq!(s["TCP.inuse"], 1);
         assert_eq!(s["sockets.used"], 9);
         assert!(sockstat("TCP: inuse x tw").is_empty());
+    }
+
+    #[test]
+    fn softnet_sums_over_cpus() {
+        // This machine's two CPUs (columns after the third shortened).
+        let s = softnet(
+            "0186f87a 000000eb 00000026 00000000 0000c162\n00b4c74f 00000173 00000000 00000000 00000000\n",
+        );
+        assert_eq!(s["Softnet.Processed"], 0x0186_f87a + 0x00b4_c74f);
+        assert_eq!(s["Softnet.Dropped"], 0xeb + 0x173);
+        assert_eq!(s["Softnet.TimeSqueeze"], 0x26);
+        // A short or non-hexadecimal line is skipped; nothing readable gives no counters.
+        let s = softnet("00000010 00000002\nzz 1 2\n00000001 00000001 00000000\n");
+        assert_eq!(s["Softnet.Dropped"], 1);
+        assert!(softnet("").is_empty());
+        assert!(softnet("x y z\n").is_empty());
     }
 
     #[test]

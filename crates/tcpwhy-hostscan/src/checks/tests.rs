@@ -608,6 +608,52 @@ fn retransmissions_by_kind_without_double_counting() {
     assert_eq!(f[0].evidence["syn_retransmits_per_s"], 5.5);
     assert_eq!(f[0].evidence["data_timeouts_per_s"], 0.0);
     assert!((f[0].impact_ms - 1000.0).abs() < 1e-9);
+    // Reordering only: 40 fast retransmits and 2 probes in 4 s, 42 segments D-SACKed back
+    // (each resend arrived twice), so none was needed: silent. With 20 D-SACKed, 20 fast
+    // retransmits were needed, 5/s: still under ten a second, silent; with 0, 10/s: named,
+    // and the D-SACK share is in the evidence when there is one.
+    let reorder = |dsack: u64| {
+        with_interval(
+            snap(&[]),
+            4.0,
+            &[
+                ("Tcp.RetransSegs", 42),
+                ("TcpExt.TCPFastRetrans", 40),
+                ("TcpExt.TCPLossProbes", 2),
+                ("TcpExt.TCPDSACKRecvSegs", dsack),
+            ],
+        )
+    };
+    assert!(run(&[reorder(42)]).is_empty());
+    assert!(run(&[reorder(20)]).is_empty());
+    let f = run(&[reorder(0)]);
+    assert_eq!(ids(&f), ["host-retransmissions"]);
+    assert_eq!(f[0].evidence["dsack_segments_per_s"], 0.0);
+    assert!(!f[0].explanation.contains("D-SACK"), "{}", f[0].explanation);
+    // 80 fast retransmits, 20 D-SACKed: 60 needed in 4 s, 15/s, named, with 5/s said.
+    let mut s = reorder(20);
+    s.deltas.insert("TcpExt.TCPFastRetrans".into(), 80);
+    let f = run(&[s]);
+    assert_eq!(ids(&f), ["host-retransmissions"]);
+    assert_eq!(f[0].evidence["dsack_segments_per_s"], 5.0);
+    assert!(
+        f[0].explanation
+            .contains("5.0/s of the resends arrived twice (D-SACK)"),
+        "{}",
+        f[0].explanation
+    );
+    // The host's own backlog drops are named as a place of the loss, and change the fix.
+    let mut s = reorder(0);
+    s.deltas.insert("Softnet.Dropped".into(), 156);
+    let f = run(&[s]);
+    assert_eq!(f[0].evidence["backlog_drops_per_s"], 39.0);
+    assert!(
+        f[0].explanation
+            .contains("this host dropped 39.0 packets/s itself"),
+        "{}",
+        f[0].explanation
+    );
+    assert!(f[0].fix.starts_with("raise net.core.netdev_max_backlog"));
     // Quiet counters: silent.
     let s = with_interval(
         snap(&[]),
