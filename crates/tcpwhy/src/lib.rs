@@ -1,5 +1,5 @@
-//! `tcpwhy` as a library: `tcpwhy analyze` (its arguments, the run, the printers), `tcpwhy host`
-//! and `tcpwhy lab`, for the binary and for bindings (python/) that run the same engine.
+//! `tcpwhy` as a library: `tcpwhy analyze` (its arguments, the run, the printers), `tcpwhy host`,
+//! `tcpwhy lab` and `tcpwhy watch`, for the binary and for bindings (python/) that run the same engine.
 //!
 //! Architecture invariant: a run is `analyze::run(&AnalyzeArgs, ColorChoice)`: the binary and
 //! every binding build the same arguments, so they cannot drift apart.
@@ -12,6 +12,7 @@ mod input;
 pub mod lab;
 pub mod output;
 mod time;
+pub mod watchcmd;
 
 use clap::ValueEnum;
 
@@ -165,6 +166,12 @@ pub fn explain_text(id: Option<&str>, bold: bool) -> Option<String> {
     for line in doc {
         let _ = writeln!(out, "{}", render_doc_line(line, bold));
     }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{}",
+        render_doc_line(&tcpwhy_watch::judge::visibility(id), bold)
+    );
     Some(out)
 }
 

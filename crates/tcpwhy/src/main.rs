@@ -8,7 +8,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io;
 use std::process::ExitCode;
-use tcpwhy::{analyze, hostcmd, lab, printable, AnalyzeArgs, ColorChoice, VERSION};
+use tcpwhy::{analyze, hostcmd, lab, printable, watchcmd, AnalyzeArgs, ColorChoice, VERSION};
 
 #[derive(Parser)]
 #[command(name = "tcpwhy", version = VERSION, about = "Why was this TCP connection slow?")]
@@ -33,6 +33,10 @@ enum Command {
     /// Find the TCP pathologies a live Linux host shows or is set up for: sysctls, sockets
     /// (sock_diag), counters and hash-table load, per network namespace.
     Host(hostcmd::HostArgs),
+    /// Name the causes live from kernel tracepoints (BPF, root), with no packet capture:
+    /// SYNs meeting stale state, unanswered or refused SYNs, retransmission timeouts, and
+    /// every connect()'s latency, per process and network namespace.
+    Watch(watchcmd::WatchArgs),
     /// Reproduce each latency pathology on this kernel in network namespaces (root).
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -45,7 +49,7 @@ enum Command {
     /// Print the manual page in roff (`tcpwhy man | man -l -`; install:
     /// `tcpwhy man > ~/.local/share/man/man1/tcpwhy.1`); with a subcommand, its own page.
     Man {
-        /// A subcommand (analyze, explain, host, lab, completions); without one, tcpwhy's page.
+        /// A subcommand (analyze, explain, host, watch, lab, completions); without one, tcpwhy's page.
         subcommand: Option<String>,
     },
 }
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         },
         Command::Lab(cmd) => lab::run(&cmd),
         Command::Host(args) => hostcmd::run(&args),
+        Command::Watch(args) => watchcmd::run(&args),
         Command::Explain { id } => explain(id.as_deref(), color),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tcpwhy", &mut io::stdout());

@@ -1,0 +1,546 @@
+//! # tcpwhy-watch: the causes of TCP latency named live from the kernel, with no capture
+//!
+//! BPF programs on tracepoints only (sock:inet_sock_set_state, tcp:tcp_retransmit_skb,
+//! tcp:tcp_send_reset, tcp:tcp_receive_reset, tcp:tcp_cong_state_set) keep each connect()'s
+//! state in BPF maps and send an event when something is decided (`bpf/watch.bpf.c`);
+//! [`judge`] turns the events into connect records and findings with analyze's ids, costs
+//! and fixes. Before attaching, each tracepoint's record layout is checked against the
+//! running kernel's format file, and reset reasons are named from it.
+//!
+//! Architecture invariant: this crate changes nothing on the host but what watching needs
+//! (BPF programs and maps, which go with the process, and tracefs, mounted when absent and
+//! unmounted again); it never reads packets.
+
+pub mod event;
+pub mod format;
+pub mod judge;
+
+use event::Event;
+use judge::{Connect, Judge, Kernel, WatchFinding};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Bytes aligned for the ELF parser, which refuses an object at an odd address
+/// (`include_bytes!` alone guarantees no alignment).
+#[repr(C, align(8))]
+struct Aligned<B: ?Sized>(B);
+
+#[cfg(tcpwhy_bpf)]
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/watch.bpf.o")));
+
+/// The BPF object build.rs compiled (None when clang or libbpf-dev was missing).
+#[cfg(tcpwhy_bpf)]
+pub const BPF_OBJECT: Option<&[u8]> = Some(&OBJECT.0);
+#[cfg(not(tcpwhy_bpf))]
+pub const BPF_OBJECT: Option<&[u8]> = None;
+
+/// A tracepoint a program attaches to, and the fields of its record the program reads
+/// (name, offset, size), as `bpf/watch.bpf.c` declares them.
+pub struct Tracepoint {
+    pub program: &'static str,
+    pub category: &'static str,
+    pub name: &'static str,
+    pub fields: &'static [(&'static str, usize, usize)],
+}
+
+pub const TRACEPOINTS: &[Tracepoint] = &[
+    Tracepoint {
+        program: "on_state",
+        category: "sock",
+        name: "inet_sock_set_state",
+        fields: &[
+            ("skaddr", 8, 8),
+            ("oldstate", 16, 4),
+            ("newstate", 20, 4),
+            ("sport", 24, 2),
+            ("dport", 26, 2),
+            ("family", 28, 2),
+            ("protocol", 30, 2),
+            ("saddr", 32, 4),
+            ("daddr", 36, 4),
+            ("saddr_v6", 40, 16),
+            ("daddr_v6", 56, 16),
+        ],
+    },
+    Tracepoint {
+        program: "on_retransmit",
+        category: "tcp",
+        name: "tcp_retransmit_skb",
+        fields: &[
+            ("skaddr", 16, 8),
+            ("state", 24, 4),
+            ("sport", 28, 2),
+            ("dport", 30, 2),
+            ("family", 32, 2),
+            ("saddr", 34, 4),
+            ("daddr", 38, 4),
+            ("saddr_v6", 42, 16),
+            ("daddr_v6", 58, 16),
+        ],
+    },
+    Tracepoint {
+        program: "on_send_reset",
+        category: "tcp",
+        name: "tcp_send_reset",
+        fields: &[("skaddr", 16, 8), ("state", 24, 4), ("reason", 28, 4)],
+    },
+    Tracepoint {
+        program: "on_receive_reset",
+        category: "tcp",
+        name: "tcp_receive_reset",
+        fields: &[("skaddr", 8, 8)],
+    },
+    Tracepoint {
+        program: "on_cong_state",
+        category: "tcp",
+        name: "tcp_cong_state_set",
+        fields: &[
+            ("skaddr", 8, 8),
+            ("sport", 16, 2),
+            ("dport", 18, 2),
+            ("family", 20, 2),
+            ("saddr", 22, 4),
+            ("daddr", 26, 4),
+            ("saddr_v6", 30, 16),
+            ("daddr_v6", 46, 16),
+            ("cong_state", 62, 1),
+        ],
+    },
+];
+
+/// Which network namespaces to watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Netns {
+    /// Every namespace.
+    All,
+    /// The namespace with this inode number.
+    Inode(u32),
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Stop after this long (else at `stop`).
+    pub duration: Option<Duration>,
+    /// Only connections this process opened.
+    pub pid: Option<u32>,
+    pub netns: Netns,
+}
+
+/// What `run` hands its caller as it happens.
+pub enum Output {
+    Connect(Connect),
+    Finding(WatchFinding),
+}
+
+/// Connect latencies in buckets 5% wide (1 us to about 20 minutes), so a day at 20 000
+/// connections a second costs no memory.
+#[derive(Clone, Debug)]
+pub struct Latencies {
+    counts: Vec<u64>,
+    pub count: u64,
+    pub max_ms: f64,
+}
+
+const BUCKET_RATIO: f64 = 1.05;
+const BUCKETS: usize = 600;
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            counts: vec![0; BUCKETS],
+            count: 0,
+            max_ms: 0.0,
+        }
+    }
+}
+
+impl Latencies {
+    pub fn add(&mut self, ms: f64) {
+        let us = (ms * 1000.0).max(1.0);
+        let i = (us.ln() / BUCKET_RATIO.ln()) as usize;
+        self.counts[i.min(BUCKETS - 1)] += 1;
+        self.count += 1;
+        self.max_ms = self.max_ms.max(ms);
+    }
+
+    /// The latency under which a fraction `q` of the connects finished: the upper edge of its
+    /// bucket (at most 5% above the true value), never above the largest seen.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let want = ((q * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                let edge = BUCKET_RATIO.powi(i as i32 + 1) / 1000.0;
+                return Some(edge.min(self.max_ms));
+            }
+        }
+        Some(self.max_ms)
+    }
+}
+
+/// What a watch saw, at its end.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub seconds: f64,
+    pub events: u64,
+    /// Events the BPF programs could not queue (the ring buffer was full): their connects
+    /// and findings are missing from the output.
+    pub events_lost: u64,
+    /// Ring-buffer records of the wrong size (never expected; counted, not trusted).
+    pub malformed: u64,
+    pub connects: u64,
+    pub failed_connects: u64,
+    pub latencies: Latencies,
+    /// id -> (findings, time lost in ns).
+    pub findings: BTreeMap<&'static str, (u64, u64)>,
+    /// The tracepoints attached (`category:name`).
+    pub attached: Vec<String>,
+    /// One line per tracepoint that could not be used, and which findings that removes.
+    pub unavailable: Vec<String>,
+}
+
+/// The directory tracefs is mounted on, if it is.
+fn tracefs() -> Option<PathBuf> {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("events").is_dir())
+}
+
+/// Mounts tracefs on /sys/kernel/tracing when it is not mounted, and unmounts it on drop.
+struct TracefsMount {
+    mounted_here: bool,
+}
+
+impl TracefsMount {
+    fn ensure() -> io::Result<(TracefsMount, PathBuf)> {
+        if let Some(p) = tracefs() {
+            return Ok((
+                TracefsMount {
+                    mounted_here: false,
+                },
+                p,
+            ));
+        }
+        let at = Path::new("/sys/kernel/tracing");
+        nix::mount::mount(
+            Some("nodev"),
+            at,
+            Some("tracefs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(|e| {
+            io::Error::other(format!(
+                "tracefs is not mounted and mounting it on {} failed ({e}): no tracepoint can be attached",
+                at.display()
+            ))
+        })?;
+        Ok((TracefsMount { mounted_here: true }, at.to_path_buf()))
+    }
+}
+
+impl Drop for TracefsMount {
+    fn drop(&mut self) {
+        if self.mounted_here {
+            let _ = nix::mount::umount("/sys/kernel/tracing");
+        }
+    }
+}
+
+/// CONFIG_HZ from /proc/config.gz or /boot/config-RELEASE.
+pub fn kernel_hz() -> Option<u32> {
+    let text = std::fs::File::open("/proc/config.gz")
+        .ok()
+        .and_then(|f| {
+            let mut s = String::new();
+            flate2::read::GzDecoder::new(f)
+                .read_to_string(&mut s)
+                .ok()
+                .map(|_| s)
+        })
+        .or_else(|| {
+            let release = nix::sys::utsname::uname().ok()?;
+            std::fs::read_to_string(format!(
+                "/boot/config-{}",
+                release.release().to_string_lossy()
+            ))
+            .ok()
+        })?;
+    config_hz(&text)
+}
+
+/// The `CONFIG_HZ=N` line of a kernel configuration.
+pub fn config_hz(config: &str) -> Option<u32> {
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|hz| *hz > 0)
+}
+
+/// The inode number of a network namespace file (`/proc/self/ns/net`, `/run/netns/NAME`).
+pub fn netns_inode(path: &Path) -> io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(path)?.ino();
+    u32::try_from(ino).map_err(|_| io::Error::other(format!("{}: inode {ino}", path.display())))
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of the events' times.
+pub fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// Checks a tracepoint's record against the layout its program reads: None when it
+/// matches, else why not.
+fn layout_problem(dir: &Path, tp: &Tracepoint) -> Option<String> {
+    let path = dir
+        .join("events")
+        .join(tp.category)
+        .join(tp.name)
+        .join("format");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Some("not on this kernel".to_string())
+        }
+        Err(e) => return Some(format!("{}: {e}", path.display())),
+    };
+    let have = format::fields(&text);
+    for (name, offset, size) in tp.fields {
+        match have.get(*name) {
+            Some(f) if f.offset == *offset && f.size == *size => {}
+            Some(f) => {
+                return Some(format!(
+                    "its field {name} is at offset {} size {}, the program reads offset {offset} size {size}",
+                    f.offset, f.size
+                ))
+            }
+            None => return Some(format!("it has no field {name}")),
+        }
+    }
+    None
+}
+
+/// The finding ids that need a tracepoint.
+fn ids_needing(tp: &Tracepoint) -> Vec<&'static str> {
+    let full = format!("{}:{}", tp.category, tp.name);
+    judge::IDS
+        .iter()
+        .filter(|(_, needs)| needs.contains(&full.as_str()))
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// Watch until `opts.duration` has passed or `stop` is set, handing each connect and
+/// finding to `out` as it is decided. Errors only when nothing can be watched (not root,
+/// built without BPF, no BTF, no tracefs, no tracepoint attached); a tracepoint that is
+/// missing or laid out differently is left out and said in `Summary::unavailable`. `say`
+/// receives those lines (prefixed "warning: ") before watching starts, then one line saying
+/// what is attached, once it is.
+pub fn run(
+    opts: &Options,
+    stop: &AtomicBool,
+    mut say: impl FnMut(&str),
+    mut out: impl FnMut(Output) -> io::Result<()>,
+) -> io::Result<Summary> {
+    let Some(object) = BPF_OBJECT else {
+        return Err(io::Error::other(
+            "this tcpwhy was built without its BPF programs (clang and libbpf-dev were missing at build time): nothing can be watched",
+        ));
+    };
+    if !nix::unistd::geteuid().is_root() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "watch loads BPF programs, which needs root (CAP_BPF and CAP_PERFMON): nothing can be watched (`tcpwhy host` shows the same kinds of trouble from counters, without BPF)",
+        ));
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err(io::Error::other(
+            "no BTF at /sys/kernel/btf/vmlinux (a kernel built without CONFIG_DEBUG_INFO_BTF): the programs cannot be fitted to this kernel's structures; nothing can be watched",
+        ));
+    }
+    let (_mount, dir) = TracefsMount::ensure()?;
+    let mut summary = Summary::default();
+    let mut usable = Vec::new();
+    for tp in TRACEPOINTS {
+        match layout_problem(&dir, tp) {
+            None => usable.push(tp),
+            Some(why) => {
+                let line = format!(
+                    "{}:{}: {why}; unavailable: {}",
+                    tp.category,
+                    tp.name,
+                    match ids_needing(tp).as_slice() {
+                        [] => "nothing".to_string(),
+                        ids => ids.join(", "),
+                    }
+                );
+                say(&format!("warning: {line}"));
+                summary.unavailable.push(line);
+            }
+        }
+    }
+    let send_reset =
+        std::fs::read_to_string(dir.join("events/tcp/tcp_send_reset/format")).unwrap_or_default();
+    let mut judge = Judge::new(Kernel {
+        hz: kernel_hz(),
+        reset_reasons: format::symbols(&send_reset, "reason"),
+    });
+    if judge.kernel.hz.is_none() {
+        let line = "CONFIG_HZ unknown (no /proc/config.gz or /boot/config-RELEASE): the RTO, kept in jiffies, cannot be priced; unavailable: rto-retransmission".to_string();
+        say(&format!("warning: {line}"));
+        summary.unavailable.push(line);
+    }
+    let tgid = opts.pid.unwrap_or(0);
+    let ns = match opts.netns {
+        Netns::All => 0,
+        Netns::Inode(i) => i,
+    };
+    let mut bpf = aya::EbpfLoader::new()
+        .set_global("target_tgid", &tgid, true)
+        .set_global("target_netns", &ns, true)
+        .load(object)
+        .map_err(|e| io::Error::other(format!("loading the BPF programs: {e:?}")))?;
+    for tp in usable {
+        let attached = bpf
+            .program_mut(tp.program)
+            .ok_or_else(|| format!("no program {}", tp.program))
+            .and_then(|p| {
+                let p: &mut aya::programs::TracePoint = p.try_into().map_err(|e| format!("{e}"))?;
+                p.load().map_err(|e| format!("{e}"))?;
+                p.attach(tp.category, tp.name).map_err(|e| format!("{e}"))
+            });
+        match attached {
+            Ok(_) => summary
+                .attached
+                .push(format!("{}:{}", tp.category, tp.name)),
+            Err(e) => {
+                let line = format!(
+                    "{}:{}: attaching failed ({e}); unavailable: {}",
+                    tp.category,
+                    tp.name,
+                    ids_needing(tp).join(", ")
+                );
+                say(&format!("warning: {line}"));
+                summary.unavailable.push(line);
+            }
+        }
+    }
+    if summary.attached.is_empty() {
+        return Err(io::Error::other(
+            "no tracepoint could be attached: nothing can be watched",
+        ));
+    }
+    let mut ring = aya::maps::RingBuf::try_from(
+        bpf.take_map("events")
+            .ok_or_else(|| io::Error::other("the BPF object has no map `events`"))?,
+    )
+    .map_err(|e| io::Error::other(format!("the ring buffer: {e}")))?;
+    let lost: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
+        bpf.take_map("lost")
+            .ok_or_else(|| io::Error::other("the BPF object has no map `lost`"))?,
+    )
+    .map_err(|e| io::Error::other(format!("the lost-event counter: {e}")))?;
+    say(&format!(
+        "watching {} ({}){}",
+        summary.attached.join(", "),
+        match opts.netns {
+            Netns::All => "every network namespace".to_string(),
+            Netns::Inode(i) => format!("network namespace {i}"),
+        },
+        opts.pid
+            .map(|p| format!(", process {p}"))
+            .unwrap_or_default()
+    ));
+    let start = Instant::now();
+    // The ring buffer is drained every 10 ms: 4 MB holds about 29 000 events, over a second
+    // of 20 000 connects, so a slow consumer loses nothing before the next drain.
+    let tick = Duration::from_millis(10);
+    loop {
+        while let Some(item) = ring.next() {
+            summary.events += 1;
+            let Some(e) = Event::parse(&item) else {
+                summary.malformed += 1;
+                continue;
+            };
+            drop(item);
+            let (c, f) = judge.judge(&e);
+            if let Some(c) = c {
+                summary.connects += 1;
+                if c.established {
+                    summary.latencies.add(c.ms());
+                } else {
+                    summary.failed_connects += 1;
+                }
+                out(Output::Connect(c))?;
+            }
+            if let Some(f) = f {
+                let t = summary.findings.entry(f.id).or_default();
+                t.0 += 1;
+                t.1 += f.cost_ns;
+                out(Output::Finding(f))?;
+            }
+        }
+        let done =
+            stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d);
+        if done {
+            break;
+        }
+        std::thread::sleep(tick);
+    }
+    summary.seconds = start.elapsed().as_secs_f64();
+    summary.events_lost = lost.get(&0, 0).unwrap_or(0);
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hz_from_a_kernel_config() {
+        assert_eq!(
+            config_hz("# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"),
+            Some(250)
+        );
+        assert_eq!(config_hz("CONFIG_HZ_1000=y\n"), None);
+        assert_eq!(config_hz("CONFIG_HZ=0\n"), None);
+    }
+
+    #[test]
+    fn latency_quantiles_are_within_five_percent() {
+        let mut l = Latencies::default();
+        // 1..=1000 ms: the median is 500 ms, the 99th percentile 990 ms.
+        for ms in 1..=1000 {
+            l.add(f64::from(ms));
+        }
+        let p50 = l.quantile_ms(0.5).unwrap();
+        let p99 = l.quantile_ms(0.99).unwrap();
+        assert!((500.0..=525.0).contains(&p50), "{p50}");
+        assert!((990.0..=1000.0).contains(&p99), "{p99}");
+        assert_eq!(l.quantile_ms(1.0), Some(1000.0));
+        assert_eq!(Latencies::default().quantile_ms(0.5), None);
+        // Sub-microsecond and huge values land in the end buckets.
+        l.add(0.0);
+        l.add(1e12);
+        assert_eq!(l.count, 1002);
+    }
+
+    #[test]
+    fn every_tracepoint_names_what_it_serves() {
+        // Each program's tracepoint feeds at least one finding (receive_reset: syn-refused).
+        for tp in TRACEPOINTS {
+            assert!(!ids_needing(tp).is_empty(), "{}", tp.name);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! `tcpwhy watch`: the causes of TCP latency named live from kernel tracepoints (crate
+//! tcpwhy-watch), in text or JSON Lines, until a duration passes or Ctrl-C.
+
+use crate::output::json::SCHEMA_VERSION;
+use crate::time::rfc3339;
+use serde_json::json;
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tcpwhy_watch::judge::{Process, WatchFinding};
+use tcpwhy_watch::{Netns, Options, Output, Summary};
+
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    /// Watch this named network namespace (`ip netns` name) instead of tcpwhy's own.
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
+    /// Watch every network namespace.
+    #[arg(long, conflicts_with = "netns")]
+    pub all_netns: bool,
+    /// Only connections this process opens.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Stop after this many seconds (else at Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = WatchFormat::Text)]
+    pub format: WatchFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchFormat {
+    /// A line per finding as it happens, a summary at the end.
+    Text,
+    /// JSON Lines: "watch-finding" and "connect" records as they happen, a "watch-summary"
+    /// at the end (docs/json-schema.md).
+    Json,
+}
+
+/// CLOCK_MONOTONIC (the events' clock) to wall-clock time.
+struct Clock {
+    offset_ns: i64,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        Clock {
+            offset_ns: wall - tcpwhy_watch::monotonic_ns() as i64,
+        }
+    }
+
+    fn wall(&self, mono_ns: u64) -> i64 {
+        mono_ns as i64 + self.offset_ns
+    }
+}
+
+fn process_json(p: &Process) -> serde_json::Value {
+    if p.pid == 0 {
+        serde_json::Value::Null
+    } else {
+        json!({"pid": p.pid, "command": p.command})
+    }
+}
+
+fn finding_json(f: &WatchFinding, clock: &Clock) -> serde_json::Value {
+    json!({
+        "type": "watch-finding",
+        "version": SCHEMA_VERSION,
+        "id": f.id,
+        "start": rfc3339(clock.wall(f.start_ns)),
+        "start_ns": clock.wall(f.start_ns),
+        "end": rfc3339(clock.wall(f.end_ns)),
+        "end_ns": clock.wall(f.end_ns),
+        "cost_ms": f.cost_ns as f64 / 1e6,
+        "netns": f.netns,
+        "process": process_json(&f.process),
+        "local": f.local.to_string(),
+        "remote": f.remote.to_string(),
+        "explanation": f.explanation,
+        "fix": f.fix,
+        "evidence": f.evidence,
+    })
+}
+
+fn summary_json(s: &Summary) -> serde_json::Value {
+    let q = |p| s.latencies.quantile_ms(p);
+    json!({
+        "type": "watch-summary",
+        "version": SCHEMA_VERSION,
+        "seconds": s.seconds,
+        "events": s.events,
+        "events_lost": s.events_lost,
+        "malformed_events": s.malformed,
+        "connects": s.connects,
+        "failed_connects": s.failed_connects,
+        "connect_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": (s.latencies.count > 0).then_some(s.latencies.max_ms)},
+        "findings": s.findings.iter().map(|(id, (n, ns))| (id.to_string(), json!({"count": n, "ms_lost": *ns as f64 / 1e6}))).collect::<serde_json::Map<_, _>>(),
+        "attached": s.attached,
+        "unavailable": s.unavailable,
+    })
+}
+
+fn text_summary(out: &mut dyn Write, s: &Summary) -> io::Result<()> {
+    writeln!(
+        out,
+        "Watched {:.1} s: {} connect() calls ({} failed){}.",
+        s.seconds,
+        s.connects,
+        s.failed_connects,
+        match (s.latencies.quantile_ms(0.5), s.latencies.quantile_ms(0.99)) {
+            (Some(a), Some(b)) => format!(
+                "; connect latency p50 {a:.2} ms, p99 {b:.2} ms, max {:.2} ms",
+                s.latencies.max_ms
+            ),
+            _ => String::new(),
+        }
+    )?;
+    if s.findings.is_empty() {
+        writeln!(out, "No latency cause seen.")?;
+    } else {
+        let mut v: Vec<_> = s.findings.iter().collect();
+        v.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+        writeln!(out, "Causes, ranked by time lost:")?;
+        for (i, (id, (n, ns))) in v.iter().enumerate() {
+            writeln!(
+                out,
+                "{:>2}. {id}: {:.3} ms lost in {n} finding{}",
+                i + 1,
+                *ns as f64 / 1e6,
+                if *n == 1 { "" } else { "s" }
+            )?;
+        }
+    }
+    if s.events_lost > 0 {
+        writeln!(
+            out,
+            "warning: {} events were lost (the ring buffer was full): their connects and findings are missing above",
+            s.events_lost
+        )?;
+    }
+    if s.malformed > 0 {
+        writeln!(out, "warning: {} malformed events skipped", s.malformed)?;
+    }
+    for u in &s.unavailable {
+        writeln!(out, "unavailable: {u}")?;
+    }
+    Ok(())
+}
+
+pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
+    let duration = match args.duration {
+        Some(s) if s.is_finite() && s > 0.0 && s <= 31_536_000.0 => {
+            Some(Duration::from_secs_f64(s))
+        }
+        Some(_) => {
+            return Err(io::Error::other(
+                "--duration: seconds, more than 0 and at most a year",
+            ))
+        }
+        None => None,
+    };
+    let netns = if args.all_netns {
+        Netns::All
+    } else {
+        let path = match &args.netns {
+            Some(n) if n.is_empty() || n.contains('/') || n == "." || n == ".." => {
+                return Err(io::Error::other(format!(
+                    "--netns {n:?}: not a namespace name"
+                )))
+            }
+            Some(n) => std::path::PathBuf::from("/run/netns").join(n),
+            None => "/proc/self/ns/net".into(),
+        };
+        Netns::Inode(
+            tcpwhy_watch::netns_inode(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
+        )
+    };
+    let opts = Options {
+        duration,
+        pid: args.pid,
+        netns,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let clock = Clock::now();
+    let stdout = io::stdout();
+    let mut out = io::LineWriter::new(stdout.lock());
+    let format = args.format;
+    let result = tcpwhy_watch::run(
+        &opts,
+        &stop,
+        |line| eprintln!("tcpwhy watch: {line}"),
+        |o| match (o, format) {
+            (Output::Finding(f), WatchFormat::Json) => {
+                writeln!(out, "{}", finding_json(&f, &clock))
+            }
+            (Output::Connect(c), WatchFormat::Json) => writeln!(
+                out,
+                "{}",
+                json!({
+                    "type": "connect",
+                    "version": SCHEMA_VERSION,
+                    "start": rfc3339(clock.wall(c.start_ns)),
+                    "ms": c.ms(),
+                    "outcome": if c.established { "established" } else { "failed" },
+                    "netns": c.netns,
+                    "process": process_json(&c.process),
+                    "local": c.local.to_string(),
+                    "remote": c.remote.to_string(),
+                    "syn_retransmits": c.syn_retransmits,
+                    "resets_sent": c.resets_sent,
+                    "resets_received": c.resets_received,
+                })
+            ),
+            (Output::Finding(f), WatchFormat::Text) => writeln!(
+                out,
+                "{} {}: {:.3} ms lost, {} -> {} (netns {})\n    {}\n    fix: {}",
+                rfc3339(clock.wall(f.start_ns))
+                    .get(11..23)
+                    .unwrap_or_default(),
+                f.id,
+                f.cost_ns as f64 / 1e6,
+                f.local,
+                f.remote,
+                f.netns,
+                f.explanation,
+                f.fix
+            ),
+            (Output::Connect(_), WatchFormat::Text) => Ok(()),
+        },
+    );
+    let summary = match result {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("tcpwhy watch: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match format {
+        WatchFormat::Json => writeln!(out, "{}", summary_json(&summary))?,
+        WatchFormat::Text => text_summary(&mut out, &summary)?,
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
