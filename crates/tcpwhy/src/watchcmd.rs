@@ -29,14 +29,18 @@ pub struct WatchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = WatchFormat::Text)]
     pub format: WatchFormat,
+    /// With --format json: also a "connect" record per connect() (its latency, retries and
+    /// resets). Without it connects are counted and their latency summarised at the end.
+    #[arg(long)]
+    pub connections: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum WatchFormat {
     /// A line per finding as it happens, a summary at the end.
     Text,
-    /// JSON Lines: "watch-finding" and "connect" records as they happen, a "watch-summary"
-    /// at the end (docs/json-schema.md).
+    /// JSON Lines: "watch-finding" records (and "connect" ones with --connections) as they
+    /// happen, a "watch-summary" at the end (docs/json-schema.md).
     Json,
 }
 
@@ -186,6 +190,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
         duration,
         pid: args.pid,
         netns,
+        connections: args.connections && args.format == WatchFormat::Json,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -195,6 +200,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
     let format = args.format;
+    let connections = args.connections;
     let result = tcpwhy_watch::run(
         &opts,
         &stop,
@@ -203,7 +209,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
             (Output::Finding(f), WatchFormat::Json) => {
                 writeln!(out, "{}", finding_json(&f, &clock))
             }
-            (Output::Connect(c), WatchFormat::Json) => writeln!(
+            (Output::Connect(c), WatchFormat::Json) if connections => writeln!(
                 out,
                 "{}",
                 json!({
@@ -235,7 +241,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
                 f.explanation,
                 f.fix
             ),
-            (Output::Connect(_), WatchFormat::Text) => Ok(()),
+            (Output::Connect(_), _) => Ok(()),
         },
     );
     let summary = match result {

@@ -132,11 +132,9 @@ struct tp_tcp_cong_state_set {
 // Set by user space before loading: 0 = everything.
 const volatile __u32 target_tgid = 0;
 const volatile __u32 target_netns = 0;
-
-struct owner {
-	__u32 tgid;
-	char comm[16];
-};
+// 1: every connect() is an event (`--connections`); 0: only those with a SYN retransmission
+// or a reset, the others counted in `connect_hist` without waking user space.
+const volatile __u32 send_all_connects = 0;
 
 // A connect() in progress (SYN-SENT).
 struct opening {
@@ -147,6 +145,15 @@ struct opening {
 	__u32 rst_reason;  // the last one's reason (enum sk_rst_reason)
 	__u32 rst_recv;    // resets received in SYN-SENT (refused)
 	__u64 rst_sent_ns; // when the first one was sent
+};
+
+// What is kept per socket that called connect(), from SYN-SENT to close: its owner (timeouts
+// later are attributed to it) and, while in SYN-SENT, the opening.
+struct sockinfo {
+	__u32 tgid;
+	__u32 opening; // 1 while in SYN-SENT
+	char comm[16];
+	struct opening o;
 };
 
 #define EV_CONNECT 1
@@ -185,15 +192,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, struct opening);
-} openings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct owner);
-} owners SEC(".maps");
+	__type(value, struct sockinfo);
+} socks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -207,6 +207,39 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+// Connect latencies not sent as events, in buckets at most 6.25% wide (`bucket` below; the
+// same function is in src/lib.rs).
+#define HIST_BUCKETS 608
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} connect_hist SEC(".maps");
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+// A duration in ns -> its bucket: exact below 16 ns, then 16 per power of two (the four bits
+// after the highest), up to 2^40 ns (18 minutes; longer ones land in the last bucket).
+static __always_inline __u32 bucket(__u64 ns)
+{
+	if (ns < 16)
+		return ns;
+	__u32 l = log2_u64(ns);
+	__u32 b = (l - 3) * 16 + ((ns >> (l - 4)) & 15);
+	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+}
 
 static __always_inline __u32 netns_of(const void *skaddr)
 {
@@ -247,11 +280,16 @@ static __always_inline void read_tcp(struct event *e, const void *skaddr)
 	e->ca_state = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 }
 
+static __always_inline unsigned char state_of(const void *skaddr)
+{
+	const struct sock *s = skaddr;
+	return BPF_CORE_READ(s, __sk_common.skc_state);
+}
+
 // A socket that carries data (a timeout there makes someone wait for data).
 static __always_inline int data_state(const void *skaddr)
 {
-	const struct sock *s = skaddr;
-	unsigned char state = BPF_CORE_READ(s, __sk_common.skc_state);
+	unsigned char state = state_of(skaddr);
 	return state == TCP_ESTABLISHED || state == TCP_FIN_WAIT1 || state == TCP_CLOSE_WAIT ||
 	       state == TCP_LAST_ACK || state == TCP_CLOSING;
 }
@@ -262,8 +300,8 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 					      const __u8 *saddr, const __u8 *daddr,
 					      const __u8 *saddr_v6, const __u8 *daddr_v6)
 {
-	struct owner *ow = bpf_map_lookup_elem(&owners, &sk);
-	if (target_tgid && (!ow || ow->tgid != target_tgid))
+	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+	if (target_tgid && (!si || si->tgid != target_tgid))
 		return;
 	__u32 ns = netns_of(skaddr);
 	if (!wanted_netns(ns))
@@ -286,9 +324,9 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 		bpf_probe_read_kernel(e->daddr, 4, daddr);
 	}
 	e->netns = ns;
-	if (ow) {
-		e->tgid = ow->tgid;
-		__builtin_memcpy(e->comm, ow->comm, 16);
+	if (si) {
+		e->tgid = si->tgid;
+		__builtin_memcpy(e->comm, si->comm, 16);
 	}
 	read_tcp(e, skaddr);
 	bpf_ringbuf_submit(e, 0);
@@ -306,20 +344,31 @@ int on_state(struct tp_inet_sock_set_state *ctx)
 		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 		if (target_tgid && tgid != target_tgid)
 			return 0;
-		if (!wanted_netns(netns_of(ctx->skaddr)))
+		if (target_netns && !wanted_netns(netns_of(ctx->skaddr)))
 			return 0;
-		struct owner ow = {.tgid = tgid};
-		bpf_get_current_comm(ow.comm, sizeof(ow.comm));
-		bpf_map_update_elem(&owners, &sk, &ow, BPF_ANY);
+		struct sockinfo si = {.tgid = tgid, .opening = 1};
+		bpf_get_current_comm(si.comm, sizeof(si.comm));
 		__u64 now = bpf_ktime_get_ns();
-		struct opening o = {.syn_ns = now, .last_syn_ns = now};
-		bpf_map_update_elem(&openings, &sk, &o, BPF_ANY);
+		si.o.syn_ns = now;
+		si.o.last_syn_ns = now;
+		bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
 		return 0;
 	}
 	if (old == TCP_SYN_SENT) {
-		struct opening *o = bpf_map_lookup_elem(&openings, &sk);
-		if (!o)
+		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+		if (!si || !si->opening)
 			return 0;
+		si->opening = 0;
+		struct opening *o = &si->o;
+		int clean = new == TCP_ESTABLISHED && o->syn_retx == 0 && o->rst_sent == 0 &&
+			    o->rst_recv == 0;
+		if (clean && !send_all_connects) {
+			__u32 b = bucket(bpf_ktime_get_ns() - o->syn_ns);
+			__u64 *n = bpf_map_lookup_elem(&connect_hist, &b);
+			if (n)
+				*n += 1;
+			return 0;
+		}
 		struct event *e = reserve();
 		if (e) {
 			e->kind = EV_CONNECT;
@@ -337,21 +386,17 @@ int on_state(struct tp_inet_sock_set_state *ctx)
 				__builtin_memcpy(e->daddr, ctx->daddr, 4);
 			}
 			e->netns = netns_of(ctx->skaddr);
-			struct owner *ow = bpf_map_lookup_elem(&owners, &sk);
-			if (ow) {
-				e->tgid = ow->tgid;
-				__builtin_memcpy(e->comm, ow->comm, 16);
-			}
+			e->tgid = si->tgid;
+			__builtin_memcpy(e->comm, si->comm, 16);
 			read_tcp(e, ctx->skaddr);
 			bpf_ringbuf_submit(e, 0);
 		}
-		bpf_map_delete_elem(&openings, &sk);
 		if (new == TCP_CLOSE)
-			bpf_map_delete_elem(&owners, &sk);
+			bpf_map_delete_elem(&socks, &sk);
 		return 0;
 	}
 	if (new == TCP_CLOSE)
-		bpf_map_delete_elem(&owners, &sk);
+		bpf_map_delete_elem(&socks, &sk);
 	return 0;
 }
 
@@ -360,11 +405,11 @@ int on_retransmit(struct tp_tcp_retransmit_skb *ctx)
 {
 	__u64 sk = (__u64)ctx->skaddr;
 	if (ctx->state == TCP_SYN_SENT) {
-		struct opening *o = bpf_map_lookup_elem(&openings, &sk);
-		if (!o)
+		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+		if (!si || !si->opening)
 			return 0;
-		o->syn_retx += 1;
-		o->last_syn_ns = bpf_ktime_get_ns();
+		si->o.syn_retx += 1;
+		si->o.last_syn_ns = bpf_ktime_get_ns();
 		return 0;
 	}
 	if (!data_state(ctx->skaddr))
@@ -387,24 +432,28 @@ int on_send_reset(struct tp_tcp_send_reset *ctx)
 	if (ctx->state != TCP_SYN_SENT || !ctx->skaddr)
 		return 0;
 	__u64 sk = (__u64)ctx->skaddr;
-	struct opening *o = bpf_map_lookup_elem(&openings, &sk);
-	if (!o)
+	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+	if (!si || !si->opening)
 		return 0;
-	if (o->rst_sent == 0)
-		o->rst_sent_ns = bpf_ktime_get_ns();
-	o->rst_sent += 1;
-	o->rst_reason = ctx->reason;
+	if (si->o.rst_sent == 0)
+		si->o.rst_sent_ns = bpf_ktime_get_ns();
+	si->o.rst_sent += 1;
+	si->o.rst_reason = ctx->reason;
 	return 0;
 }
 
 SEC("tracepoint/tcp/tcp_receive_reset")
 int on_receive_reset(struct tp_tcp_receive_reset *ctx)
 {
-	__u64 sk = (__u64)ctx->skaddr;
-	struct opening *o = bpf_map_lookup_elem(&openings, &sk);
-	if (!o)
+	// Only a socket in SYN-SENT: read its state before any map lookup (every reset a
+	// server receives comes here too).
+	if (state_of(ctx->skaddr) != TCP_SYN_SENT)
 		return 0;
-	o->rst_recv += 1;
+	__u64 sk = (__u64)ctx->skaddr;
+	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+	if (!si || !si->opening)
+		return 0;
+	si->o.rst_recv += 1;
 	return 0;
 }
 
