@@ -136,6 +136,12 @@ pub struct Options {
 pub enum Output {
     Connect(Connect),
     Finding(WatchFinding),
+    /// Once a second: the totals so far that no event carries (for live metrics).
+    Tick {
+        /// Clean connects the kernel counted without an event.
+        kernel_connects: u64,
+        events_lost: u64,
+    },
 }
 
 /// Connect latencies in buckets at most 6.25% wide: exact below 16 ns, then 16 per power of
@@ -498,7 +504,18 @@ pub fn run(
             .map(|p| format!(", process {p}"))
             .unwrap_or_default()
     ));
+    let hist: Option<aya::maps::PerCpuArray<_, u64>> = bpf
+        .take_map("connect_hist")
+        .map(aya::maps::PerCpuArray::try_from)
+        .transpose()
+        .map_err(|e| io::Error::other(format!("the latency histogram: {e}")))?;
+    let hist_count = |b: usize| -> u64 {
+        hist.as_ref()
+            .and_then(|h| h.get(&(b as u32), 0).ok())
+            .map_or(0, |v| v.iter().sum())
+    };
     let start = Instant::now();
+    let mut next_tick = start + Duration::from_secs(1);
     // The ring buffer is drained every 10 ms: 4 MB holds about 29 000 events, over a second
     // of 20 000 connects, so a slow consumer loses nothing before the next drain.
     let tick = Duration::from_millis(10);
@@ -527,6 +544,13 @@ pub fn run(
                 out(Output::Finding(f))?;
             }
         }
+        if Instant::now() >= next_tick {
+            next_tick += Duration::from_secs(1);
+            out(Output::Tick {
+                kernel_connects: (0..HIST_BUCKETS).map(hist_count).sum(),
+                events_lost: lost.get(&0, 0).unwrap_or(0),
+            })?;
+        }
         let done =
             stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d);
         if done {
@@ -537,17 +561,10 @@ pub fn run(
     summary.seconds = start.elapsed().as_secs_f64();
     summary.events_lost = lost.get(&0, 0).unwrap_or(0);
     // The clean connects the kernel counted without an event.
-    if let Some(m) = bpf.take_map("connect_hist") {
-        let hist: aya::maps::PerCpuArray<_, u64> = aya::maps::PerCpuArray::try_from(m)
-            .map_err(|e| io::Error::other(format!("the latency histogram: {e}")))?;
-        for b in 0..HIST_BUCKETS {
-            let n: u64 = hist
-                .get(&(b as u32), 0)
-                .map(|v| v.iter().sum())
-                .unwrap_or(0);
-            summary.connects += n;
-            summary.latencies.add_bucket(b, n);
-        }
+    for b in 0..HIST_BUCKETS {
+        let n = hist_count(b);
+        summary.connects += n;
+        summary.latencies.add_bucket(b, n);
     }
     Ok(summary)
 }

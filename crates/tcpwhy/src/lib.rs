@@ -10,6 +10,7 @@ mod engine;
 pub mod hostcmd;
 mod input;
 pub mod lab;
+pub mod metrics;
 pub mod output;
 mod time;
 pub mod watchcmd;

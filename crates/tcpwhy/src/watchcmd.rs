@@ -1,12 +1,16 @@
 //! `tcpwhy watch`: the causes of TCP latency named live from kernel tracepoints (crate
 //! tcpwhy-watch), in text or JSON Lines, until a duration passes or Ctrl-C.
 
+use crate::metrics;
 use crate::output::json::SCHEMA_VERSION;
 use crate::time::rfc3339;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::{Registry, Unit};
 use serde_json::json;
 use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tcpwhy_watch::judge::{Process, WatchFinding};
@@ -33,6 +37,103 @@ pub struct WatchArgs {
     /// resets). Without it connects are counted and their latency summarised at the end.
     #[arg(long)]
     pub connections: bool,
+    /// Serve OpenMetrics at http://ADDR/metrics while watching (e.g. 127.0.0.1:9917; port 0
+    /// picks one, said on standard error).
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<String>,
+    /// Write DIR/tcpwhy_watch.prom for node_exporter's textfile collector every 10 s and at
+    /// the end (written whole: a temporary file renamed).
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<std::path::PathBuf>,
+}
+
+/// The metrics `--serve` and `--textfile` export, live.
+struct Metrics {
+    registry: Arc<Registry>,
+    findings: Family<Vec<(String, String)>, Counter>,
+    lost_seconds: Family<Vec<(String, String)>, Counter<f64, AtomicU64>>,
+    connects: Family<Vec<(String, String)>, Counter>,
+    events_lost: Counter,
+    kernel_connects: u64,
+    events_lost_seen: u64,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut r = Registry::default();
+        let findings = Family::default();
+        let lost_seconds = Family::default();
+        let connects = Family::default();
+        let events_lost = Counter::default();
+        r.register(
+            "tcpwhy_watch_findings",
+            "Findings named by tcpwhy watch, by id, network namespace (inode) and command",
+            findings.clone(),
+        );
+        r.register_with_unit(
+            "tcpwhy_watch_lost",
+            "Time the findings cost, by id, network namespace (inode) and command",
+            Unit::Seconds,
+            lost_seconds.clone(),
+        );
+        r.register(
+            "tcpwhy_watch_connects",
+            "connect() calls that left SYN-SENT, by outcome (established or failed)",
+            connects.clone(),
+        );
+        r.register(
+            "tcpwhy_watch_events_lost",
+            "Events the BPF programs could not queue (ring buffer full)",
+            events_lost.clone(),
+        );
+        Metrics {
+            registry: Arc::new(r),
+            findings,
+            lost_seconds,
+            connects,
+            events_lost,
+            kernel_connects: 0,
+            events_lost_seen: 0,
+        }
+    }
+
+    fn output(&mut self, o: &Output) {
+        match o {
+            Output::Finding(f) => {
+                let labels = vec![
+                    ("id".to_string(), f.id.to_string()),
+                    ("netns".to_string(), f.netns.to_string()),
+                    ("command".to_string(), f.process.command.clone()),
+                ];
+                self.findings.get_or_create(&labels).inc();
+                self.lost_seconds
+                    .get_or_create(&labels)
+                    .inc_by(f.cost_ns as f64 / 1e9);
+            }
+            Output::Connect(c) => {
+                let outcome = if c.established {
+                    "established"
+                } else {
+                    "failed"
+                };
+                self.connects
+                    .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+                    .inc();
+            }
+            Output::Tick {
+                kernel_connects,
+                events_lost,
+            } => {
+                self.connects
+                    .get_or_create(&vec![("outcome".to_string(), "established".to_string())])
+                    .inc_by(kernel_connects.saturating_sub(self.kernel_connects));
+                self.kernel_connects = (*kernel_connects).max(self.kernel_connects);
+                self.events_lost
+                    .inc_by(events_lost.saturating_sub(self.events_lost_seen));
+                self.events_lost_seen = (*events_lost).max(self.events_lost_seen);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -196,6 +297,23 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
+    let mut exported = (args.serve.is_some() || args.textfile.is_some()).then(Metrics::new);
+    let mut server = None;
+    if let (Some(addr), Some(m)) = (&args.serve, &exported) {
+        let (h, bound) = metrics::serve(addr, m.registry.clone(), stop.clone())?;
+        eprintln!("tcpwhy watch: metrics at http://{bound}/metrics");
+        server = Some(h);
+    }
+    if let Some(d) = &args.textfile {
+        if !d.is_dir() {
+            return Err(io::Error::other(format!(
+                "--textfile {}: not a directory",
+                d.display()
+            )));
+        }
+    }
+    const TEXTFILE: &str = "tcpwhy_watch.prom";
+    let mut textfile_due = std::time::Instant::now();
     let clock = Clock::now();
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
@@ -205,45 +323,62 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
         &opts,
         &stop,
         |line| eprintln!("tcpwhy watch: {line}"),
-        |o| match (o, format) {
-            (Output::Finding(f), WatchFormat::Json) => {
-                writeln!(out, "{}", finding_json(&f, &clock))
+        |o| {
+            if let Some(m) = exported.as_mut() {
+                m.output(&o);
+                if let (Some(d), true) = (&args.textfile, std::time::Instant::now() >= textfile_due)
+                {
+                    textfile_due += Duration::from_secs(10);
+                    metrics::write_textfile(d, TEXTFILE, &metrics::prometheus_text(&m.registry))?;
+                }
             }
-            (Output::Connect(c), WatchFormat::Json) if connections => writeln!(
-                out,
-                "{}",
-                json!({
-                    "type": "connect",
-                    "version": SCHEMA_VERSION,
-                    "start": rfc3339(clock.wall(c.start_ns)),
-                    "ms": c.ms(),
-                    "outcome": if c.established { "established" } else { "failed" },
-                    "netns": c.netns,
-                    "process": process_json(&c.process),
-                    "local": c.local.to_string(),
-                    "remote": c.remote.to_string(),
-                    "syn_retransmits": c.syn_retransmits,
-                    "resets_sent": c.resets_sent,
-                    "resets_received": c.resets_received,
-                })
-            ),
-            (Output::Finding(f), WatchFormat::Text) => writeln!(
-                out,
-                "{} {}: {:.3} ms lost, {} -> {} (netns {})\n    {}\n    fix: {}",
-                rfc3339(clock.wall(f.start_ns))
-                    .get(11..23)
-                    .unwrap_or_default(),
-                f.id,
-                f.cost_ns as f64 / 1e6,
-                f.local,
-                f.remote,
-                f.netns,
-                f.explanation,
-                f.fix
-            ),
-            (Output::Connect(_), _) => Ok(()),
+            match (o, format) {
+                (Output::Finding(f), WatchFormat::Json) => {
+                    writeln!(out, "{}", finding_json(&f, &clock))
+                }
+                (Output::Connect(c), WatchFormat::Json) if connections => writeln!(
+                    out,
+                    "{}",
+                    json!({
+                        "type": "connect",
+                        "version": SCHEMA_VERSION,
+                        "start": rfc3339(clock.wall(c.start_ns)),
+                        "ms": c.ms(),
+                        "outcome": if c.established { "established" } else { "failed" },
+                        "netns": c.netns,
+                        "process": process_json(&c.process),
+                        "local": c.local.to_string(),
+                        "remote": c.remote.to_string(),
+                        "syn_retransmits": c.syn_retransmits,
+                        "resets_sent": c.resets_sent,
+                        "resets_received": c.resets_received,
+                    })
+                ),
+                (Output::Finding(f), WatchFormat::Text) => writeln!(
+                    out,
+                    "{} {}: {:.3} ms lost, {} -> {} (netns {})\n    {}\n    fix: {}",
+                    rfc3339(clock.wall(f.start_ns))
+                        .get(11..23)
+                        .unwrap_or_default(),
+                    f.id,
+                    f.cost_ns as f64 / 1e6,
+                    f.local,
+                    f.remote,
+                    f.netns,
+                    f.explanation,
+                    f.fix
+                ),
+                (Output::Connect(_), _) | (Output::Tick { .. }, _) => Ok(()),
+            }
         },
     );
+    if let (Some(d), Some(m)) = (&args.textfile, &exported) {
+        metrics::write_textfile(d, TEXTFILE, &metrics::prometheus_text(&m.registry))?;
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(h) = server {
+        let _ = h.join();
+    }
     let summary = match result {
         Ok(s) => s,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),

@@ -228,3 +228,131 @@ fn without_root_watch_says_what_it_lacks() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/run/netns/no-such-namespace-x"));
 }
+
+/// A GET over plain HTTP/1.0 on loopback: the body.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_what_watch_names() {
+    if !root_or_skip() {
+        return;
+    }
+    let prom_bin = ["/usr/bin/prometheus", "/usr/sbin/prometheus"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("prometheus (Debian's package; .ci/run installs it)");
+    let dir = TempDir::new("watch-prom");
+    let textdir = dir.path().join("textfile");
+    std::fs::create_dir(&textdir).unwrap();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args([
+            "watch",
+            "--serve",
+            "127.0.0.1:0",
+            "--duration",
+            "120",
+            "--textfile",
+        ])
+        .arg(&textdir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpwhy watch");
+    let mut lines = BufReader::new(watch.stderr.take().unwrap()).lines();
+    let mut metrics_addr = None;
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(rest) = line.strip_prefix("tcpwhy watch: metrics at http://") {
+            metrics_addr = rest.strip_suffix("/metrics").map(str::to_string);
+        }
+        if line.starts_with("tcpwhy watch: watching ") {
+            break;
+        }
+    }
+    let metrics_addr = metrics_addr.expect("watch says where its metrics are");
+    let web = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: tcpwhy\n    static_configs:\n      - targets: ['{metrics_addr}']\n"
+        ),
+    )
+    .unwrap();
+    let mut prom = Command::new(prom_bin)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start prometheus");
+    // Three refused connects from a process of their own (this test's own connects to
+    // Prometheus are refused too while it starts): syn-refused three times for "python3".
+    let closed = free_port();
+    let refusals = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import socket\nfor _ in range(3):\n    try:\n        socket.create_connection(('127.0.0.1', {closed}))\n    except ConnectionRefusedError:\n        print('refused')\n"
+        ))
+        .output()
+        .expect("python3");
+    assert_eq!(String::from_utf8_lossy(&refusals.stdout).lines().count(), 3);
+    let query = |q: &str| -> Option<f64> {
+        let body = http_get(&web, &format!("/api/v1/query?query={q}"))?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let n = query("sum(tcpwhy_watch_findings_total%7Bid%3D%22syn-refused%22%2Ccommand%3D%22python3%22%7D)");
+        if n == Some(3.0) || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let lost = query("sum(tcpwhy_watch_lost_seconds_total%7Bid%3D%22syn-refused%22%2Ccommand%3D%22python3%22%7D)");
+    let up = query("up%7Bjob%3D%22tcpwhy%22%7D");
+    let _ = prom.kill();
+    let _ = prom.wait();
+    assert!(Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(watch.wait().unwrap().code(), Some(0));
+    assert_eq!(up, Some(1.0), "prometheus scraped watch");
+    assert_eq!(refused, Some(3.0), "syn-refused as Prometheus stored it");
+    // Three refusals on loopback: well under a millisecond each, but some time.
+    let lost = lost.expect("seconds lost");
+    assert!(lost > 0.0 && lost < 0.1, "{lost}");
+    // The textfile written at the end: whole, in the Prometheus text format.
+    let text = std::fs::read_to_string(textdir.join("tcpwhy_watch.prom")).unwrap();
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("tcpwhy_watch_findings_total{id=\"syn-refused\"")
+                && l.contains("command=\"python3\"")
+                && l.ends_with(" 3")
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+}
