@@ -1,10 +1,15 @@
 //! `tcpwhy host`: the pathologies a live Linux host shows or is set up for, per network
 //! namespace (crate tcpwhy-hostscan), in text or JSON Lines.
 
+use crate::metrics;
 use crate::output::json::SCHEMA_VERSION;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde_json::json;
 use std::io::{self, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tcpwhy_hostscan::diag::{TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT};
 use tcpwhy_hostscan::{HostFinding, Snapshot, THIS_NAMESPACE};
 
@@ -26,6 +31,140 @@ pub struct HostArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<String>,
+    /// Keep reading, one --interval after another (10 s unless given), and serve the latest
+    /// as OpenMetrics at http://ADDR/metrics until Ctrl-C, which ends after the reading in
+    /// progress (port 0 picks one, said on standard error). No report is printed.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<String>,
+    /// Write DIR/tcpwhy_host.prom for node_exporter's textfile collector (after each interval
+    /// with --serve, else once), written whole: a temporary file renamed.
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<std::path::PathBuf>,
+}
+
+/// The gauges `--serve` and `--textfile` export: the latest reading.
+struct HostMetrics {
+    registry: std::sync::Arc<Registry>,
+    findings: Family<Vec<(String, String)>, Gauge>,
+    impact_ms: Family<Vec<(String, String)>, Gauge<f64, AtomicU64>>,
+    ehash_sockets: Family<Vec<(String, String)>, Gauge>,
+    ehash_buckets: Family<Vec<(String, String)>, Gauge>,
+    accept_queue: Family<Vec<(String, String)>, Gauge>,
+    accept_backlog: Family<Vec<(String, String)>, Gauge>,
+    restart_risk: Family<Vec<(String, String)>, Gauge>,
+}
+
+fn labels(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+impl HostMetrics {
+    fn new() -> HostMetrics {
+        let mut r = Registry::default();
+        let m = HostMetrics {
+            registry: std::sync::Arc::new(Registry::default()),
+            findings: Family::default(),
+            impact_ms: Family::default(),
+            ehash_sockets: Family::default(),
+            ehash_buckets: Family::default(),
+            accept_queue: Family::default(),
+            accept_backlog: Family::default(),
+            restart_risk: Family::default(),
+        };
+        r.register(
+            "tcpwhy_host_findings",
+            "Host findings in the latest reading, by id, namespace and severity (now or risk)",
+            m.findings.clone(),
+        );
+        r.register(
+            "tcpwhy_host_impact_milliseconds",
+            "A finding's estimated latency at stake per affected operation, by id and namespace",
+            m.impact_ms.clone(),
+        );
+        r.register(
+            "tcpwhy_host_ehash_sockets",
+            "Sockets in the established hash (every TCP socket but listeners), by namespace",
+            m.ehash_sockets.clone(),
+        );
+        r.register("tcpwhy_host_ehash_buckets", "Buckets of the namespace's established hash (tcp_ehash_entries; the global table's size for namespaces that share it)", m.ehash_buckets.clone());
+        r.register(
+            "tcpwhy_host_accept_queue",
+            "The longest accept queue seen over the interval, by namespace and listener",
+            m.accept_queue.clone(),
+        );
+        r.register(
+            "tcpwhy_host_accept_queue_backlog",
+            "The listener's backlog (a queue longer than it is full), by namespace and listener",
+            m.accept_backlog.clone(),
+        );
+        r.register("tcpwhy_host_slow_start_restart_sockets", "Connections idle past their RTO that will restart slow start on their next write, by namespace", m.restart_risk.clone());
+        HostMetrics {
+            registry: std::sync::Arc::new(r),
+            ..m
+        }
+    }
+
+    fn update(&self, snaps: &[Snapshot], findings: &[HostFinding]) {
+        for f in [
+            &self.findings,
+            &self.ehash_sockets,
+            &self.ehash_buckets,
+            &self.accept_queue,
+            &self.accept_backlog,
+            &self.restart_risk,
+        ] {
+            f.clear();
+        }
+        self.impact_ms.clear();
+        for f in findings {
+            let l = labels(&[
+                ("id", f.id.to_string()),
+                ("namespace", f.namespace.clone()),
+                ("severity", f.severity.to_string()),
+            ]);
+            self.findings.get_or_create(&l).inc();
+            self.impact_ms
+                .get_or_create(&labels(&[
+                    ("id", f.id.to_string()),
+                    ("namespace", f.namespace.clone()),
+                ]))
+                .set(f.impact_ms);
+            if f.id == "host-slow-start-after-idle" {
+                if let Some(n) = f.evidence["affected"].as_i64() {
+                    self.restart_risk
+                        .get_or_create(&labels(&[("namespace", f.namespace.clone())]))
+                        .set(n);
+                }
+            }
+        }
+        for s in snaps {
+            let ns = labels(&[("namespace", s.namespace.clone())]);
+            let in_hash = s.sockets.iter().filter(|k| k.state != TCP_LISTEN).count();
+            self.ehash_sockets.get_or_create(&ns).set(in_hash as i64);
+            if let Some(e) = s.int("ipv4/tcp_ehash_entries").filter(|e| *e != 0) {
+                self.ehash_buckets.get_or_create(&ns).set(e.abs());
+            }
+            for l in &s.listeners {
+                let key = labels(&[
+                    ("namespace", s.namespace.clone()),
+                    ("listener", endpoint(l.local)),
+                ]);
+                self.accept_queue
+                    .get_or_create(&key)
+                    .set(i64::from(l.max_queue));
+                self.accept_backlog
+                    .get_or_create(&key)
+                    .set(i64::from(l.backlog));
+            }
+        }
+    }
+}
+
+fn endpoint((ip, port): (std::net::IpAddr, u16)) -> String {
+    std::net::SocketAddr::new(ip, port).to_string()
 }
 
 /// The formats `host` writes (analyze's HTML report needs a capture).
@@ -66,6 +205,8 @@ pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
                 "--interval: seconds, more than 0 and at most 3600",
             ))
         }
+        // Serving reads the counters over and over: 10 s apart unless told.
+        None if args.serve.is_some() => Some(std::time::Duration::from_secs(10)),
         None => None,
     };
     let root = tcpwhy_hostscan::is_root();
@@ -73,12 +214,80 @@ pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
         eprintln!("tcpwhy host: --netns and --all-netns enter other network namespaces, which needs root; without them tcpwhy host inspects its own namespace");
         return Ok(ExitCode::from(2));
     }
+    if let Some(d) = &args.textfile {
+        if !d.is_dir() {
+            eprintln!("tcpwhy host: --textfile {}: not a directory", d.display());
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let exported = (args.serve.is_some() || args.textfile.is_some()).then(HostMetrics::new);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let mut server = None;
+    if let (Some(addr), Some(m)) = (&args.serve, &exported) {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))?;
+        }
+        let (h, bound) = metrics::serve(addr, m.registry.clone(), stop.clone())?;
+        eprintln!("tcpwhy host: metrics at http://{bound}/metrics");
+        server = Some(h);
+    }
+    loop {
+        let (snaps, skipped) = match read_all(args, interval) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("tcpwhy host: {e}");
+                stop.store(true, Ordering::Relaxed);
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let findings = tcpwhy_hostscan::checks::run(&snaps);
+        if let Some(m) = &exported {
+            m.update(&snaps, &findings);
+            if let Some(d) = &args.textfile {
+                metrics::write_textfile(
+                    d,
+                    "tcpwhy_host.prom",
+                    &metrics::prometheus_text(&m.registry),
+                )?;
+            }
+        }
+        if args.serve.is_some() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            continue;
+        }
+        let mut out: Box<dyn Write> = match &args.output {
+            Some(p) => Box::new(io::BufWriter::new(
+                std::fs::File::create(p)
+                    .map_err(|e| io::Error::new(e.kind(), format!("cannot write {p}: {e}")))?,
+            )),
+            None => Box::new(io::BufWriter::new(io::stdout().lock())),
+        };
+        match args.format {
+            HostFormat::Json => json_report(&mut out, &snaps, &findings, args.interval, &skipped)?,
+            HostFormat::Text => text_report(&mut out, &snaps, &findings, &skipped)?,
+        }
+        out.flush()?;
+        break;
+    }
+    if let Some(h) = server {
+        let _ = h.join();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One reading of every namespace asked for, all at once so an interval is spent once, not
+/// once per namespace. Returns the snapshots and the `--all-netns` entries skipped.
+fn read_all(
+    args: &HostArgs,
+    interval: Option<std::time::Duration>,
+) -> io::Result<(Vec<Snapshot>, Vec<String>)> {
     let named = if args.all_netns {
         tcpwhy_hostscan::named_namespaces()
     } else {
         Vec::new()
     };
-    // Read them all at once so an interval is spent once, not once per namespace.
     let handles: Vec<_> = targets(args, named)
         .into_iter()
         .map(|t| {
@@ -107,27 +316,11 @@ pub fn run(args: &HostArgs) -> io::Result<ExitCode> {
                 eprintln!("tcpwhy host: warning: skipped {e}");
                 skipped.push(e.to_string());
             }
-            Ok(Err(e)) => {
-                eprintln!("tcpwhy host: {e}");
-                return Ok(ExitCode::from(2));
-            }
+            Ok(Err(e)) => return Err(e),
             Err(_) => return Err(io::Error::other("a namespace reader panicked")),
         }
     }
-    let findings = tcpwhy_hostscan::checks::run(&snaps);
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(io::BufWriter::new(
-            std::fs::File::create(p)
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot write {p}: {e}")))?,
-        )),
-        None => Box::new(io::BufWriter::new(io::stdout().lock())),
-    };
-    match args.format {
-        HostFormat::Json => json_report(&mut out, &snaps, &findings, args.interval, &skipped)?,
-        HostFormat::Text => text_report(&mut out, &snaps, &findings, &skipped)?,
-    }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok((snaps, skipped))
 }
 
 fn states(s: &Snapshot) -> (usize, usize, usize, usize) {

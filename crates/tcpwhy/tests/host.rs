@@ -1124,3 +1124,128 @@ fn host_help_lists_its_own_formats() {
     assert!(err.contains("[possible values: text, json]"), "{err}");
     assert!(!err.contains("tcpwhy: tcpwhy host"), "{err}");
 }
+
+/// GET http://addr/path (HTTP/1.0): the body.
+fn http_body(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn serve_exports_ehash_load_and_accept_queues_as_openmetrics() {
+    let Some(_g) = skip() else { return };
+    let mut lab = Lab::new();
+    let a = lab.ns("m", Some(128));
+    // 40 connected pairs held open (80 sockets in the table) and a listener with backlog 5
+    // that never accepts, with 3 connections waiting in its queue.
+    let held = inside(&a, || {
+        let l = TcpListener::bind(("127.0.0.1", 5002)).unwrap();
+        let mut socks = Vec::new();
+        for _ in 0..40 {
+            let c = TcpStream::connect(("127.0.0.1", 5002)).unwrap();
+            let (s, _) = l.accept().unwrap();
+            socks.push((c, s));
+        }
+        let q = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        q.bind(&SocketAddr::from(([127, 0, 0, 1], 5003)).into())
+            .unwrap();
+        q.listen(5).unwrap();
+        let waiting: Vec<TcpStream> = (0..3)
+            .map(|_| TcpStream::connect(("127.0.0.1", 5003)).unwrap())
+            .collect();
+        (l, socks, q, waiting)
+    });
+    let dir = common::TempDir::new("host-serve");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args([
+            "host",
+            "--netns",
+            &a,
+            "--interval",
+            "1",
+            "--serve",
+            "127.0.0.1:0",
+            "--textfile",
+        ])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("tcpwhy host: metrics at http://")
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    // The first reading ends after its 1 s interval.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let b = http_body(&addr, "/metrics");
+        if b.contains("tcpwhy_host_ehash_buckets{") || Instant::now() > deadline {
+            break b;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let in_table = ss(&a, &["state", "all"])
+        .iter()
+        .filter(|l| !l.starts_with("LISTEN"))
+        .count();
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    drop(held);
+    assert_eq!(status.code(), Some(0));
+    let ns = format!("namespace=\"{a}\"");
+    let value = |name: &str, extra: &str| -> Option<String> {
+        body.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(&ns) && l.contains(extra))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    assert_eq!(
+        value("tcpwhy_host_ehash_buckets", "").as_deref(),
+        Some("128"),
+        "{body}"
+    );
+    // 80 connected sockets and the 3 waiting, each with its server half: 86 (the ss
+    // reading just after agrees).
+    assert_eq!(
+        value("tcpwhy_host_ehash_sockets", ""),
+        Some(in_table.to_string()),
+        "{body}"
+    );
+    assert!(in_table >= 86, "{in_table}");
+    let listener = "listener=\"127.0.0.1:5003\"";
+    assert_eq!(
+        value("tcpwhy_host_accept_queue", listener).as_deref(),
+        Some("3"),
+        "{body}"
+    );
+    assert_eq!(
+        value("tcpwhy_host_accept_queue_backlog", listener).as_deref(),
+        Some("5"),
+        "{body}"
+    );
+    assert!(body.ends_with("# EOF\n"));
+    let text = std::fs::read_to_string(dir.path().join("tcpwhy_host.prom")).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tcpwhy_host_ehash_buckets{")
+                && l.contains(&ns)
+                && l.ends_with(" 128")),
+        "{text}"
+    );
+}
