@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct event` (a `_Static_assert` in the C source says the same).
-pub const EVENT_SIZE: usize = 160;
+pub const EVENT_SIZE: usize = 168;
 
 /// `EV_CONNECT`: a connect() left SYN-SENT (established, or closed without a connection).
 pub const EV_CONNECT: u32 = 1;
@@ -59,6 +59,8 @@ pub struct Event {
     pub rcv_age: u32,
     /// The congestion state (Open 0, Disorder 1, CWR 2, Recovery 3, Loss 4).
     pub ca_state: u32,
+    /// The connect() caller's cgroup (v2) id: its directory's inode number (0: not known).
+    pub cgroup: u64,
 }
 
 impl Default for Event {
@@ -88,6 +90,7 @@ impl Default for Event {
             rcv_tstamp: 0,
             rcv_age: 0,
             ca_state: 0,
+            cgroup: 0,
         }
     }
 }
@@ -150,6 +153,7 @@ impl Event {
             rcv_tstamp: u32_at(b, 144),
             rcv_age: u32_at(b, 148),
             ca_state: u32_at(b, 152),
+            cgroup: u64_at(b, 160),
         })
     }
 
@@ -189,6 +193,7 @@ impl Event {
         put(144, &self.rcv_tstamp.to_ne_bytes());
         put(148, &self.rcv_age.to_ne_bytes());
         put(152, &self.ca_state.to_ne_bytes());
+        put(160, &self.cgroup.to_ne_bytes());
         b
     }
 }
@@ -223,6 +228,7 @@ mod tests {
             rcv_tstamp: 4_294_967_000,
             rcv_age: 60,
             ca_state: 2,
+            cgroup: 9_876,
         };
         assert_eq!(Event::parse(&e.to_bytes()), Some(e.clone()));
         let v4 = Event {
@@ -231,7 +237,7 @@ mod tests {
             ..e
         };
         assert_eq!(Event::parse(&v4.to_bytes()), Some(v4));
-        assert_eq!(Event::parse(&[0u8; 159]), None);
-        assert_eq!(Event::parse(&[0u8; 161]), None);
+        assert_eq!(Event::parse(&[0u8; 167]), None);
+        assert_eq!(Event::parse(&[0u8; 169]), None);
     }
 }

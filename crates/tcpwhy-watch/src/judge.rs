@@ -29,6 +29,8 @@ pub struct Process {
     /// 0 when not known (a socket this watch did not see connect).
     pub pid: u32,
     pub command: String,
+    /// Its cgroup (v2) id, the inode number of the cgroup's directory (0: not known).
+    pub cgroup: u64,
 }
 
 /// One connect() that left SYN-SENT.
@@ -132,6 +134,7 @@ fn process(e: &Event) -> Process {
     Process {
         pid: e.tgid,
         command: e.comm.clone(),
+        cgroup: e.cgroup,
     }
 }
 

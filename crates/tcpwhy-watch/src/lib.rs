@@ -126,6 +126,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Only connections this process opened.
     pub pid: Option<u32>,
+    /// Only connections opened by a process in this cgroup (v2 id: its directory's inode).
+    pub cgroup: Option<u64>,
     pub netns: Netns,
     /// Send every connect() as an event (`Output::Connect`); otherwise only those with a SYN
     /// retransmission or a reset are, and the rest are counted in the kernel.
@@ -334,6 +336,89 @@ pub fn netns_inode(path: &Path) -> io::Result<u32> {
     u32::try_from(ino).map_err(|_| io::Error::other(format!("{}: inode {ino}", path.display())))
 }
 
+/// The cgroup (v2) id of a cgroup directory: its inode number, what
+/// bpf_get_current_cgroup_id returns for a process in it. The directory must be on the
+/// cgroup2 file system (a v1 hierarchy's inodes are another numbering).
+pub fn cgroup_id(path: &Path) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    let on_v2 = nix::sys::statfs::statfs(path)
+        .is_ok_and(|f| f.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    if !m.is_dir() || !on_v2 {
+        return Err(io::Error::other(format!(
+            "not a cgroup v2 directory{}",
+            cgroup2_root()
+                .map(|r| format!(" (cgroup2 is mounted on {})", r.display()))
+                .unwrap_or_else(|| " (cgroup2 is not mounted)".into())
+        )));
+    }
+    Ok(m.ino())
+}
+
+/// Where the cgroup2 file system is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
+/// hybrid host), from /proc/self/mounts.
+pub fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, at, kind) = (f.next()?, f.next()?, f.next()?);
+        (kind == "cgroup2").then(|| PathBuf::from(at))
+    })
+}
+
+/// cgroup (v2) ids -> their paths under the cgroup2 mount, found by walking the tree (at
+/// most 100 000 directories), again at most every 10 s when an id is not known.
+#[derive(Default)]
+pub struct Cgroups {
+    paths: std::collections::HashMap<u64, String>,
+    walked: Option<Instant>,
+}
+
+impl Cgroups {
+    pub fn path(&mut self, id: u64) -> Option<&str> {
+        if id == 0 {
+            return None;
+        }
+        if !self.paths.contains_key(&id)
+            && self
+                .walked
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            match cgroup2_root() {
+                Some(root) => self.walk(&root),
+                None => self.walked = Some(Instant::now()),
+            }
+        }
+        self.paths.get(&id).map(String::as_str)
+    }
+
+    fn walk(&mut self, root: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        self.walked = Some(Instant::now());
+        let mut stack = vec![root.to_path_buf()];
+        let mut seen = 0;
+        while let Some(d) = stack.pop() {
+            seen += 1;
+            if seen > 100_000 {
+                break;
+            }
+            if let Ok(m) = std::fs::metadata(&d) {
+                let rel = d
+                    .strip_prefix(root)
+                    .map_or(String::new(), |r| r.display().to_string());
+                self.paths.insert(m.ino(), format!("/{rel}"));
+            }
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                for e in rd.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push(e.path());
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// CLOCK_MONOTONIC now, in ns: the clock of the events' times.
 pub fn monotonic_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
@@ -451,6 +536,7 @@ pub fn run(
         .set_global("target_tgid", &tgid, true)
         .set_global("target_netns", &ns, true)
         .set_global("send_all_connects", &u32::from(opts.connections), true)
+        .set_global("target_cgroup", &opts.cgroup.unwrap_or(0), true)
         .load(object)
         .map_err(|e| io::Error::other(format!("loading the BPF programs: {e:?}")))?;
     for tp in usable {
@@ -503,6 +589,10 @@ pub fn run(
         opts.pid
             .map(|p| format!(", process {p}"))
             .unwrap_or_default()
+            + &opts
+                .cgroup
+                .map(|c| format!(", cgroup id {c}"))
+                .unwrap_or_default()
     ));
     let hist: Option<aya::maps::PerCpuArray<_, u64>> = bpf
         .take_map("connect_hist")

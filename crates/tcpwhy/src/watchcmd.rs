@@ -27,6 +27,10 @@ pub struct WatchArgs {
     /// Only connections this process opens.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+    /// Only connections opened by processes in this cgroup (v2), e.g.
+    /// /sys/fs/cgroup/system.slice/nginx.service or a container's cgroup.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<std::path::PathBuf>,
     /// Stop after this many seconds (else at Ctrl-C).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
@@ -173,7 +177,7 @@ fn process_json(p: &Process) -> serde_json::Value {
     }
 }
 
-fn finding_json(f: &WatchFinding, clock: &Clock) -> serde_json::Value {
+fn finding_json(f: &WatchFinding, clock: &Clock, cgroup: Option<&str>) -> serde_json::Value {
     json!({
         "type": "watch-finding",
         "version": SCHEMA_VERSION,
@@ -185,6 +189,7 @@ fn finding_json(f: &WatchFinding, clock: &Clock) -> serde_json::Value {
         "cost_ms": f.cost_ns as f64 / 1e6,
         "netns": f.netns,
         "process": process_json(&f.process),
+        "cgroup": cgroup,
         "local": f.local.to_string(),
         "remote": f.remote.to_string(),
         "explanation": f.explanation,
@@ -287,9 +292,17 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?,
         )
     };
+    let cgroup = match &args.cgroup {
+        Some(p) => Some(
+            tcpwhy_watch::cgroup_id(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("--cgroup {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
     let opts = Options {
         duration,
         pid: args.pid,
+        cgroup,
         netns,
         connections: args.connections && args.format == WatchFormat::Json,
     };
@@ -315,6 +328,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
     const TEXTFILE: &str = "tcpwhy_watch.prom";
     let mut textfile_due = std::time::Instant::now();
     let clock = Clock::now();
+    let mut cgroups = tcpwhy_watch::Cgroups::default();
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
     let format = args.format;
@@ -334,7 +348,11 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
             }
             match (o, format) {
                 (Output::Finding(f), WatchFormat::Json) => {
-                    writeln!(out, "{}", finding_json(&f, &clock))
+                    writeln!(
+                        out,
+                        "{}",
+                        finding_json(&f, &clock, cgroups.path(f.process.cgroup))
+                    )
                 }
                 (Output::Connect(c), WatchFormat::Json) if connections => writeln!(
                     out,
@@ -356,7 +374,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
                 ),
                 (Output::Finding(f), WatchFormat::Text) => writeln!(
                     out,
-                    "{} {}: {:.3} ms lost, {} -> {} (netns {})\n    {}\n    fix: {}",
+                    "{} {}: {:.3} ms lost, {} -> {} (netns {}{})\n    {}\n    fix: {}",
                     rfc3339(clock.wall(f.start_ns))
                         .get(11..23)
                         .unwrap_or_default(),
@@ -365,6 +383,10 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
                     f.local,
                     f.remote,
                     f.netns,
+                    cgroups
+                        .path(f.process.cgroup)
+                        .map(|p| format!(", cgroup {p}"))
+                        .unwrap_or_default(),
                     f.explanation,
                     f.fix
                 ),

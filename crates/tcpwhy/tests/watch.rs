@@ -356,3 +356,87 @@ fn a_real_prometheus_scrapes_what_watch_names() {
     );
     assert!(!text.contains("# EOF"), "{text}");
 }
+
+#[test]
+fn cgroup_filter_keeps_the_cgroups_connections_and_names_it() {
+    if !root_or_skip() {
+        return;
+    }
+    let Some(root) = tcpwhy_watch_cgroup2_root() else {
+        panic!("no cgroup2 mount in /proc/self/mounts");
+    };
+    // A cgroup of this test's own (removed at the end), and two processes making refused
+    // connects at once: one moved into it (two refusals), one left outside (three).
+    let name = format!("tcpwhy-test-{}", std::process::id());
+    let cg = root.join(&name);
+    std::fs::create_dir(&cg).expect("create a cgroup");
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _cleanup = Remove(cg.clone());
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_tcpwhy"))
+        .args(["watch", "--format", "json", "--duration", "60", "--cgroup"])
+        .arg(&cg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(watch.stderr.take().unwrap()).lines();
+    for l in err.by_ref().map_while(Result::ok) {
+        if l.starts_with("tcpwhy watch: watching ") {
+            assert!(l.contains("cgroup id"), "{l}");
+            break;
+        }
+    }
+    let closed = free_port();
+    let refuse = |n: u32| {
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import socket, time\ntime.sleep(0.5)\nfor _ in range({n}):\n    try:\n        socket.create_connection(('127.0.0.1', {closed}))\n    except ConnectionRefusedError:\n        pass\n"
+            ))
+            .spawn()
+            .unwrap()
+    };
+    let mut inside = refuse(2);
+    std::fs::write(cg.join("cgroup.procs"), inside.id().to_string()).expect("move into the cgroup");
+    let mut outside = refuse(3);
+    assert!(inside.wait().unwrap().success());
+    assert!(outside.wait().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = watch.wait_with_output().unwrap();
+    let findings: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .inspect(check_schema)
+        .filter(|v| v["type"] == "watch-finding")
+        .collect();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    for f in &findings {
+        assert_eq!(f["id"], "syn-refused");
+        assert_eq!(f["cgroup"], format!("/{name}"));
+        assert_eq!(f["process"]["pid"], inside.id());
+    }
+    // A file is not a cgroup: said, exit 2.
+    let bad = tcpwhy(&["watch", "--cgroup", "/etc/hostname", "--duration", "1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a cgroup v2 directory"));
+}
+
+/// The cgroup2 mount, as tcpwhy watch finds it.
+fn tcpwhy_watch_cgroup2_root() -> Option<std::path::PathBuf> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
+        })
+}

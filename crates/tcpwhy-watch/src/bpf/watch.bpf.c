@@ -132,6 +132,8 @@ struct tp_tcp_cong_state_set {
 // Set by user space before loading: 0 = everything.
 const volatile __u32 target_tgid = 0;
 const volatile __u32 target_netns = 0;
+// The cgroup (v2) id, the inode number of its directory: 0 = every cgroup.
+const volatile __u64 target_cgroup = 0;
 // 1: every connect() is an event (`--connections`); 0: only those with a SYN retransmission
 // or a reset, the others counted in `connect_hist` without waking user space.
 const volatile __u32 send_all_connects = 0;
@@ -152,6 +154,7 @@ struct opening {
 struct sockinfo {
 	__u32 tgid;
 	__u32 opening; // 1 while in SYN-SENT
+	__u64 cgroup;  // the caller's cgroup (v2) id
 	char comm[16];
 	struct opening o;
 };
@@ -183,10 +186,11 @@ struct event {
 	__u32 rcv_age;     // jiffies since then
 	__u32 ca_state;    // the congestion state (Open 0, Disorder 1, CWR 2, Recovery 3, Loss 4)
 	__u32 pad2;
+	__u64 cgroup;      // the connect() caller's cgroup (v2) id, 0 when not known
 };
 
 // src/event.rs reads this layout; the size is checked on both sides.
-_Static_assert(sizeof(struct event) == 160, "struct event is 160 bytes");
+_Static_assert(sizeof(struct event) == 168, "struct event is 168 bytes");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -303,6 +307,8 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
 	if (target_tgid && (!si || si->tgid != target_tgid))
 		return;
+	if (target_cgroup && (!si || si->cgroup != target_cgroup))
+		return;
 	__u32 ns = netns_of(skaddr);
 	if (!wanted_netns(ns))
 		return;
@@ -326,6 +332,7 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 	e->netns = ns;
 	if (si) {
 		e->tgid = si->tgid;
+		e->cgroup = si->cgroup;
 		__builtin_memcpy(e->comm, si->comm, 16);
 	}
 	read_tcp(e, skaddr);
@@ -346,7 +353,10 @@ int on_state(struct tp_inet_sock_set_state *ctx)
 			return 0;
 		if (target_netns && !wanted_netns(netns_of(ctx->skaddr)))
 			return 0;
-		struct sockinfo si = {.tgid = tgid, .opening = 1};
+		__u64 cgroup = bpf_get_current_cgroup_id();
+		if (target_cgroup && cgroup != target_cgroup)
+			return 0;
+		struct sockinfo si = {.tgid = tgid, .opening = 1, .cgroup = cgroup};
 		bpf_get_current_comm(si.comm, sizeof(si.comm));
 		__u64 now = bpf_ktime_get_ns();
 		si.o.syn_ns = now;
@@ -387,6 +397,7 @@ int on_state(struct tp_inet_sock_set_state *ctx)
 			}
 			e->netns = netns_of(ctx->skaddr);
 			e->tgid = si->tgid;
+			e->cgroup = si->cgroup;
 			__builtin_memcpy(e->comm, si->comm, 16);
 			read_tcp(e, ctx->skaddr);
 			bpf_ringbuf_submit(e, 0);
