@@ -12,7 +12,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn root_or_skip() -> bool {
+/// Every watch sees every connection on the machine: the tests run one at a time, or one's
+/// refused connects are counted by another (seen in CI: 8 syn-refused where 3 were made).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Root (and this binary's lock), or a skip when TCPWHY_SKIP_LAB=1.
+fn root_or_skip() -> Option<std::sync::MutexGuard<'static, ()>> {
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -20,7 +25,7 @@ fn root_or_skip() -> bool {
     if !root && std::env::var("TCPWHY_SKIP_LAB").as_deref() != Ok("1") {
         panic!("the watch tests need root (CI runs as root); TCPWHY_SKIP_LAB=1 skips them");
     }
-    root
+    root.then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// `tcpwhy watch --all-netns --format json` started, and waited for until it says it is
@@ -124,9 +129,9 @@ fn watched<'a>(f: &'a [Value], id: &str, (first, last): (i64, i64)) -> Vec<&'a V
 
 #[test]
 fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() {
-    if !root_or_skip() {
+    let Some(_serial) = root_or_skip() else {
         return;
-    }
+    };
     let dir = TempDir::new("watch-lab");
     let d = format!("{}/", dir.path().display());
     let watch = start_watch();
@@ -203,9 +208,9 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
 
 #[test]
 fn without_root_watch_says_what_it_lacks() {
-    if !root_or_skip() {
+    let Some(_serial) = root_or_skip() else {
         return;
-    }
+    };
     // The same binary as an unprivileged user (setpriv, util-linux): one line, exit 2.
     let bin = env!("CARGO_BIN_EXE_tcpwhy");
     let dir = TempDir::new("watch-nobody");
@@ -250,9 +255,9 @@ fn free_port() -> u16 {
 
 #[test]
 fn a_real_prometheus_scrapes_what_watch_names() {
-    if !root_or_skip() {
+    let Some(_serial) = root_or_skip() else {
         return;
-    }
+    };
     let prom_bin = ["/usr/bin/prometheus", "/usr/sbin/prometheus"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -359,9 +364,9 @@ fn a_real_prometheus_scrapes_what_watch_names() {
 
 #[test]
 fn cgroup_filter_keeps_the_cgroups_connections_and_names_it() {
-    if !root_or_skip() {
+    let Some(_serial) = root_or_skip() else {
         return;
-    }
+    };
     let Some(root) = tcpwhy_watch_cgroup2_root() else {
         panic!("no cgroup2 mount in /proc/self/mounts");
     };
