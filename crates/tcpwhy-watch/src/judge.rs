@@ -130,6 +130,29 @@ fn ms(ns: u64) -> String {
     }
 }
 
+/// A finding of `id` on the event's socket, lasting `(start_ns, end_ns)`; the caller writes
+/// its explanation, fix and evidence.
+fn finding(
+    id: &'static str,
+    e: &Event,
+    (start_ns, end_ns): (u64, u64),
+    cost_ns: u64,
+) -> WatchFinding {
+    WatchFinding {
+        id,
+        start_ns,
+        end_ns,
+        cost_ns,
+        netns: e.netns,
+        process: process(e),
+        local: e.local,
+        remote: e.remote,
+        explanation: String::new(),
+        fix: String::new(),
+        evidence: Value::Null,
+    }
+}
+
 fn process(e: &Event) -> Process {
     Process {
         pid: e.tgid,
@@ -217,19 +240,7 @@ impl Judge {
             },
         );
         let cost = e.ts_ns - start_ns.min(e.ts_ns);
-        let c = Connect {
-            start_ns,
-            end_ns: e.ts_ns,
-            netns: e.netns,
-            process: process(e),
-            local: e.local,
-            remote: e.remote,
-            established: true,
-            syn_retransmits: 0,
-            resets_sent: 0,
-            resets_received: 0,
-        };
-        let mut f = self.kernel.finding("rto-retransmission", e, &c, cost);
+        let mut f = finding("rto-retransmission", e, (start_ns, e.ts_ns), cost);
         let probe = e.kind == EV_PROBE;
         let what = if probe {
             "sent a tail loss probe (its timer fired: nothing acknowledged for about two round trips)".to_string()
@@ -256,7 +267,7 @@ impl Judge {
             "{} -> {} ({}) {what}: {since}.",
             e.local,
             e.remote,
-            who(&c.process),
+            who(&f.process),
         );
         f.fix = if probe {
             "find the loss on the path (interface drops, a policer, a congested queue); a lost tail (the last segments of a response) recovers only by a timer: keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into()
@@ -299,22 +310,6 @@ impl Kernel {
         }
     }
 
-    fn finding(&self, id: &'static str, e: &Event, c: &Connect, cost_ns: u64) -> WatchFinding {
-        WatchFinding {
-            id,
-            start_ns: c.start_ns,
-            end_ns: c.end_ns,
-            cost_ns,
-            netns: e.netns,
-            process: c.process.clone(),
-            local: e.local,
-            remote: e.remote,
-            explanation: String::new(),
-            fix: String::new(),
-            evidence: Value::Null,
-        }
-    }
-
     fn opening_finding(&self, e: &Event, c: &Connect) -> Option<WatchFinding> {
         let took = c.end_ns - c.start_ns;
         // The last SYN's round trip: what the handshake costs when nothing goes wrong.
@@ -329,7 +324,7 @@ impl Kernel {
             "srtt_ms": f64::from(e.srtt_us) / 1e3,
         });
         if c.established && e.rst_sent > 0 {
-            let mut f = self.finding("syn-stale-state", e, c, took);
+            let mut f = finding("syn-stale-state", e, (c.start_ns, c.end_ns), took);
             let reset_after = e.rst_sent_ns.saturating_sub(c.start_ns);
             f.explanation = format!(
                 "connect() by {} to {} took {} instead of one round trip: the answer to its SYN acknowledged other sequence numbers (state left on this 4-tuple by an earlier connection: TIME-WAIT, or a stale socket), this host reset it {} after the SYN ({}) and sent the SYN again ({} SYN retransmission{}); the handshake then completed {} after the last SYN.",
@@ -347,7 +342,7 @@ impl Kernel {
             return Some(f);
         }
         if e.rst_recv > 0 && !c.established {
-            let mut f = self.finding("syn-refused", e, c, took);
+            let mut f = finding("syn-refused", e, (c.start_ns, c.end_ns), took);
             f.explanation = format!(
                 "connect() by {} to {} was refused: a reset answered its SYN ({} SYN retransmission{} before), {} after the first SYN.",
                 who(&c.process),
@@ -366,7 +361,7 @@ impl Kernel {
             } else {
                 took
             };
-            let mut f = self.finding("syn-unanswered", e, c, cost);
+            let mut f = finding("syn-unanswered", e, (c.start_ns, c.end_ns), cost);
             f.explanation = if c.established {
                 format!(
                     "connect() by {} to {}: {} SYN{} went unanswered; the SYN sent {} after the first was answered (the handshake took {} in all).",

@@ -63,47 +63,47 @@ fn labels(pairs: &[(&str, String)]) -> Vec<(String, String)> {
 
 impl HostMetrics {
     fn new() -> HostMetrics {
+        let (findings, impact_ms) = (Family::default(), Family::default());
+        let (ehash_sockets, ehash_buckets) = (Family::default(), Family::default());
+        let (accept_queue, accept_backlog) = (Family::default(), Family::default());
+        let restart_risk = Family::default();
         let mut r = Registry::default();
-        let m = HostMetrics {
-            registry: std::sync::Arc::new(Registry::default()),
-            findings: Family::default(),
-            impact_ms: Family::default(),
-            ehash_sockets: Family::default(),
-            ehash_buckets: Family::default(),
-            accept_queue: Family::default(),
-            accept_backlog: Family::default(),
-            restart_risk: Family::default(),
-        };
         r.register(
             "tcpwhy_host_findings",
             "Host findings in the latest reading, by id, namespace and severity (now or risk)",
-            m.findings.clone(),
+            findings.clone(),
         );
         r.register(
             "tcpwhy_host_impact_milliseconds",
             "A finding's estimated latency at stake per affected operation, by id and namespace",
-            m.impact_ms.clone(),
+            impact_ms.clone(),
         );
         r.register(
             "tcpwhy_host_ehash_sockets",
             "Sockets in the established hash (every TCP socket but listeners), by namespace",
-            m.ehash_sockets.clone(),
+            ehash_sockets.clone(),
         );
-        r.register("tcpwhy_host_ehash_buckets", "Buckets of the namespace's established hash (tcp_ehash_entries; the global table's size for namespaces that share it)", m.ehash_buckets.clone());
+        r.register("tcpwhy_host_ehash_buckets", "Buckets of the namespace's established hash (tcp_ehash_entries; the global table's size for namespaces that share it)", ehash_buckets.clone());
         r.register(
             "tcpwhy_host_accept_queue",
             "The longest accept queue seen over the interval, by namespace and listener",
-            m.accept_queue.clone(),
+            accept_queue.clone(),
         );
         r.register(
             "tcpwhy_host_accept_queue_backlog",
             "The listener's backlog (a queue longer than it is full), by namespace and listener",
-            m.accept_backlog.clone(),
+            accept_backlog.clone(),
         );
-        r.register("tcpwhy_host_slow_start_restart_sockets", "Connections idle past their RTO that will restart slow start on their next write, by namespace", m.restart_risk.clone());
+        r.register("tcpwhy_host_slow_start_restart_sockets", "Connections idle past their RTO that will restart slow start on their next write, by namespace", restart_risk.clone());
         HostMetrics {
             registry: std::sync::Arc::new(r),
-            ..m
+            findings,
+            impact_ms,
+            ehash_sockets,
+            ehash_buckets,
+            accept_queue,
+            accept_backlog,
+            restart_risk,
         }
     }
 

@@ -6,7 +6,7 @@
 //! Without root these tests fail with a message; set TCPWHY_SKIP_LAB=1 to skip them.
 
 mod common;
-use common::{analyze_json, check_schema, tcpwhy, TempDir};
+use common::{check_schema, tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -90,27 +90,25 @@ fn stop_watch(child: std::process::Child) -> (Vec<Value>, Value) {
     (findings, summary)
 }
 
-/// The first and last packet times of a capture (from its connections), in ns.
-fn window(capture: &str) -> (i64, i64) {
-    let (conns, _) = analyze_json(&[capture]);
-    let first = conns.iter().filter_map(|c| c["start_ns"].as_i64()).min();
-    let last = conns.iter().filter_map(|c| c["end_ns"].as_i64()).max();
-    (first.expect("connections"), last.expect("connections"))
-}
-
-/// analyze's findings of `id` in a capture: (count, ms).
-fn analyzed(capture: &str, id: &str) -> (usize, f64) {
+/// One analysis of a capture: its first and last packet times (from its connections, in
+/// ns) and analyze's findings of `id` (count, ms).
+fn analyzed(capture: &str, id: &str) -> ((i64, i64), (usize, f64)) {
     let out = tcpwhy(&["analyze", "--format", "json", capture]);
-    let mut n = 0;
-    let mut ms = 0.0;
+    assert_eq!(out.status.code(), Some(0), "{capture}");
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let (mut n, mut ms) = (0, 0.0);
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).expect("JSON");
-        if v["type"] == "finding" && v["id"] == id {
+        if v["type"] == "connection" {
+            first = first.min(v["start_ns"].as_i64().expect("start_ns"));
+            last = last.max(v["end_ns"].as_i64().expect("end_ns"));
+        } else if v["type"] == "finding" && v["id"] == id {
             n += 1;
             ms += v["cost_ms"].as_f64().expect("cost");
         }
     }
-    (n, ms)
+    assert!(first <= last, "{capture}: no connection");
+    ((first, last), (n, ms))
 }
 
 /// watch's findings of `id` that began inside a capture's window: a stale collision's begins
@@ -170,8 +168,8 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     let mut table = Vec::new();
     for (run, id) in cases {
         let c = cap(run);
-        let (n, ms) = analyzed(&c, id);
-        let w = watched(&f, id, window(&c));
+        let (win, (n, ms)) = analyzed(&c, id);
+        let w = watched(&f, id, win);
         let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
         table.push(format!(
             "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms",
@@ -193,7 +191,7 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
         "syn-backlog-full-fixed",
         "tail-loss-control",
     ] {
-        let win = window(&cap(run));
+        let (win, _) = analyzed(&cap(run), "");
         let named: Vec<&Value> = f
             .iter()
             .filter(|v| {
