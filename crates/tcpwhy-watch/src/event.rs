@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct event` (a `_Static_assert` in the C source says the same).
-pub const EVENT_SIZE: usize = 168;
+pub const EVENT_SIZE: usize = 192;
 
 /// `EV_CONNECT`: a connect() left SYN-SENT (established, or closed without a connection).
 pub const EV_CONNECT: u32 = 1;
@@ -12,10 +12,24 @@ pub const EV_CONNECT: u32 = 1;
 pub const EV_LOSS: u32 = 2;
 /// `EV_PROBE`: a socket resent data outside Recovery and Loss: a tail loss probe.
 pub const EV_PROBE: u32 = 3;
+/// `EV_DROP`: this host dropped a received pure SYN, or a final handshake ACK at a full
+/// accept queue (skb:kfree_skb); local is the packet's destination.
+pub const EV_DROP: u32 = 4;
+/// `EV_ACCEPT`: a handshake this host completed as the server after drops of its 4-tuple.
+pub const EV_ACCEPT: u32 = 5;
+/// `EV_RESTART`: a write on a socket idle for longer than its RTO with nothing in flight,
+/// before the kernel restarts its congestion window.
+pub const EV_RESTART: u32 = 6;
+/// `EV_BURST_END`: the burst a restart began is over (the next write found nothing in flight,
+/// or the socket closed): its bytes, and the jiffies from the restart to its last data sent
+/// (in `idle_jiffies`).
+pub const EV_BURST_END: u32 = 7;
 
 /// TCP states as the kernel numbers them (include/net/tcp_states.h).
 pub const TCP_ESTABLISHED: u32 = 1;
+pub const TCP_TIME_WAIT: u32 = 6;
 pub const TCP_CLOSE: u32 = 7;
+pub const TCP_LISTEN: u32 = 10;
 
 const AF_INET6: u16 = 10;
 
@@ -61,6 +75,19 @@ pub struct Event {
     pub ca_state: u32,
     /// The connect() caller's cgroup (v2) id: its directory's inode number (0: not known).
     pub cgroup: u64,
+    /// `EV_RESTART`: jiffies since the socket last sent.
+    pub idle_jiffies: u32,
+    /// `EV_RESTART`: the write's size in bytes.
+    pub bytes: u32,
+    /// `EV_RESTART`: the slow-start threshold before the restart.
+    pub ssthresh: u32,
+    /// `EV_DROP`, `EV_ACCEPT`: the last drop's `enum skb_drop_reason` (named from
+    /// skb:kfree_skb's format). The first and last drop's times are `syn_ns`, `last_syn_ns`.
+    pub drop_reason: u32,
+    /// `EV_DROP`, `EV_ACCEPT`: the 4-tuple's drops so far.
+    pub drops: u32,
+    /// `EV_DROP`, `EV_ACCEPT`: the state of the socket the packet met (0: none).
+    pub rx_state: u32,
 }
 
 impl Default for Event {
@@ -91,6 +118,12 @@ impl Default for Event {
             rcv_age: 0,
             ca_state: 0,
             cgroup: 0,
+            idle_jiffies: 0,
+            bytes: 0,
+            ssthresh: 0,
+            drop_reason: 0,
+            drops: 0,
+            rx_state: 0,
         }
     }
 }
@@ -154,6 +187,12 @@ impl Event {
             rcv_age: u32_at(b, 148),
             ca_state: u32_at(b, 152),
             cgroup: u64_at(b, 160),
+            idle_jiffies: u32_at(b, 168),
+            bytes: u32_at(b, 172),
+            ssthresh: u32_at(b, 176),
+            drop_reason: u32_at(b, 180),
+            drops: u32_at(b, 184),
+            rx_state: u32_at(b, 188),
         })
     }
 
@@ -194,6 +233,12 @@ impl Event {
         put(148, &self.rcv_age.to_ne_bytes());
         put(152, &self.ca_state.to_ne_bytes());
         put(160, &self.cgroup.to_ne_bytes());
+        put(168, &self.idle_jiffies.to_ne_bytes());
+        put(172, &self.bytes.to_ne_bytes());
+        put(176, &self.ssthresh.to_ne_bytes());
+        put(180, &self.drop_reason.to_ne_bytes());
+        put(184, &self.drops.to_ne_bytes());
+        put(188, &self.rx_state.to_ne_bytes());
         b
     }
 }
@@ -229,6 +274,12 @@ mod tests {
             rcv_age: 60,
             ca_state: 2,
             cgroup: 9_876,
+            idle_jiffies: 70,
+            bytes: 100_000,
+            ssthresh: 40,
+            drop_reason: 40,
+            drops: 2,
+            rx_state: 6,
         };
         assert_eq!(Event::parse(&e.to_bytes()), Some(e.clone()));
         let v4 = Event {
@@ -237,7 +288,7 @@ mod tests {
             ..e
         };
         assert_eq!(Event::parse(&v4.to_bytes()), Some(v4));
-        assert_eq!(Event::parse(&[0u8; 167]), None);
-        assert_eq!(Event::parse(&[0u8; 169]), None);
+        assert_eq!(Event::parse(&[0u8; 191]), None);
+        assert_eq!(Event::parse(&[0u8; 193]), None);
     }
 }

@@ -17,8 +17,19 @@
 //!   trip before it came back. So the first resend of an episode costs the time since the last
 //!   ACK plus the smoothed round trip, and each later resend with no ACK between (the
 //!   back-off) the time since the previous one; an episode's findings add up to its whole wait.
+//! - Server side: this host dropped a 4-tuple's pure SYN (it met a TIME-WAIT socket: seed 004's
+//!   collision seen from the server; or PAWS, a firewall) or its final handshake ACK (the
+//!   accept queue was full): from the first drop to the handshake's end on this host. When the
+//!   client is watched too (one host, or namespaces on it), its own finding already prices
+//!   the wait: the server's view is folded into it, not counted twice.
+//! - `slow-start-restart`: a write on a socket idle for longer than its RTO, whose window the
+//!   kernel restarts; priced by the extra round trips the write needs from the restarted
+//!   window (slow start) against the window it had (at one smoothed round trip each).
 
-use crate::event::{Event, EV_CONNECT, EV_LOSS, EV_PROBE, TCP_ESTABLISHED};
+use crate::event::{
+    Event, EV_ACCEPT, EV_BURST_END, EV_CONNECT, EV_DROP, EV_LOSS, EV_PROBE, EV_RESTART,
+    TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT,
+};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -79,6 +90,8 @@ pub struct Kernel {
     pub hz: Option<u32>,
     /// `enum sk_rst_reason` by number, from tcp:tcp_send_reset's format.
     pub reset_reasons: BTreeMap<u32, String>,
+    /// `enum skb_drop_reason` by number, from skb:kfree_skb's format.
+    pub drop_reasons: BTreeMap<u32, String>,
 }
 
 /// The ids watch can name, with the tracepoints each needs (for `unavailable` lists and
@@ -104,18 +117,31 @@ pub const IDS: &[(&str, &[&str])] = &[
         "rto-retransmission",
         &["tcp:tcp_cong_state_set", "tcp:tcp_retransmit_skb"],
     ),
+    (
+        "syn-stale-state (server side)",
+        &["skb:kfree_skb", "sock:inet_sock_set_state"],
+    ),
+    (
+        "syn-unanswered (server side)",
+        &["skb:kfree_skb", "sock:inet_sock_set_state"],
+    ),
+    (
+        "accept-queue-full",
+        &["skb:kfree_skb", "sock:inet_sock_set_state"],
+    ),
+    ("slow-start-restart", &["tcp:tcp_sendmsg_locked"]),
 ];
 
 /// What `tcpwhy explain ID` says of watch: how it sees the cause, or why it does not.
 pub fn visibility(id: &str) -> String {
     let how = match id {
-        "syn-stale-state" => "Seen from the client side: a connect() that sent a reset in SYN-SENT (tcp:tcp_send_reset, reason TCP_INVALID_ACK_SEQUENCE) and then completed; cost from the first SYN (sock:inet_sock_set_state) to the handshake's end. The server side (PAWS and TIME-WAIT drops) is not watched yet.",
-        "syn-unanswered" => "Seen: SYN retransmissions (tcp:tcp_retransmit_skb in SYN-SENT) with no reset; cost from the first SYN to the SYN that was answered, or to the attempt's end.",
+        "syn-stale-state" => "Seen from both sides. Client: a connect() that sent a reset in SYN-SENT (tcp:tcp_send_reset, reason TCP_INVALID_ACK_SEQUENCE) and then completed; cost from the first SYN (sock:inet_sock_set_state) to the handshake's end. Server: a SYN this host dropped at a TIME-WAIT socket or by PAWS (skb:kfree_skb); cost from the first dropped SYN to the handshake's end. When both ends are on the watched host, the client's finding carries the server's view.",
+        "syn-unanswered" => "Seen from both sides. Client: SYN retransmissions (tcp:tcp_retransmit_skb in SYN-SENT) with no reset; cost from the first SYN to the SYN that was answered, or to the attempt's end. Server: SYNs this host dropped (skb:kfree_skb, e.g. NETFILTER_DROP), priced from the first drop to the handshake's end. SYNs dropped because the listener's SYN or accept queue was full are freed as consumed, with no drop reason on this kernel: the server cannot see them (the client's side does; `tcpwhy host` counts ListenDrops).",
         "syn-refused" => "Seen: a reset received in SYN-SENT (tcp:tcp_receive_reset); cost from the first SYN to the socket's close.",
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
-        "slow-start-restart" => "Not seen yet: no tracepoint fires when the congestion window restarts after idle (tcp_cwnd_restart); it needs a program on tcp:tcp_sendmsg_locked reading the socket's idle time and window.",
+        "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the extra round trips the write needs from the restarted window (slow start) against the window it had, at the smoothed round trip. Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
         "zero-window" => "Not seen yet: the window the peer advertises is in tcp:tcp_probe, which fires on every received segment; watching it costs a program run per packet.",
-        "accept-queue-full" => "Not seen yet: the drop is in skb:kfree_skb (reason TCP_LISTEN_OVERFLOW), which fires for every freed packet; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
+        "accept-queue-full" => "Seen at the server when the handshake's last ACK is dropped because the accept queue is full (skb:kfree_skb, reason TCP_LISTEN_OVERFLOW); cost from the first drop to the handshake's end. SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
     format!("**Live (tcpwhy watch).** {how}")
@@ -181,32 +207,161 @@ struct Episode {
 const EPISODE_TTL_NS: u64 = 130_000_000_000;
 const EPISODES_KEPT: usize = 65_536;
 
+/// A connection as (client, server) addresses, the same from both ends.
+type Pair = (SocketAddr, SocketAddr);
+
+/// How long a server-side finding waits for the client's own (the client's connect() ends
+/// one round trip after the server's handshake, or before it), and how long a client-side
+/// finding is remembered to fold a late server-side one into.
+const FOLD_WAIT_NS: u64 = 1_000_000_000;
+const CLIENT_KEPT_NS: u64 = 10_000_000_000;
+/// Drops whose handshake never completes are reported this long after the last one (longer
+/// than any SYN retry schedule: TCP_RTO_MAX is 120 s).
+const DROP_TTL_NS: u64 = 130_000_000_000;
+/// How long a restarting write waits for its burst's end before it is estimated.
+const BURST_WAIT_NS: u64 = 30_000_000_000;
+
 /// Turns events into records and findings, remembering each socket's timeout episode.
 #[derive(Debug, Default)]
 pub struct Judge {
     pub kernel: Kernel,
     episodes: HashMap<u64, Episode>,
+    /// Server-side findings waiting `FOLD_WAIT_NS` for the client's own.
+    held: Vec<(u64, Pair, WatchFinding)>,
+    /// Client-side opening findings of the last `CLIENT_KEPT_NS` (when they ended).
+    clients: HashMap<Pair, u64>,
+    /// Drops not yet followed by their handshake: the last drop event of each 4-tuple.
+    pending: HashMap<(u32, Pair), Event>,
+    /// Restarting writes whose burst has not ended yet, by socket.
+    restarts: HashMap<u64, Event>,
+    /// Server-side findings folded into the client's finding of the same connection.
+    pub folded: u64,
+    /// 4-tuples with one dropped SYN and no handshake within `DROP_TTL_NS` (or before the end):
+    /// a wait that cannot be priced (the client gave up, or retried from elsewhere).
+    pub unresolved_drops: u64,
 }
 
 impl Judge {
     pub fn new(kernel: Kernel) -> Judge {
         Judge {
             kernel,
-            episodes: HashMap::new(),
+            ..Judge::default()
         }
     }
 
-    /// The connect record and the finding (if any) one event makes.
+    /// The connect record and the finding (if any) one event makes. Server-side findings come
+    /// later, from `due`.
     pub fn judge(&mut self, e: &Event) -> (Option<Connect>, Option<WatchFinding>) {
         match e.kind {
             EV_CONNECT => {
                 let c = self.kernel.connect(e);
                 let f = self.kernel.opening_finding(e, &c);
+                if let Some(f) = &f {
+                    self.client_finding(f);
+                }
                 (Some(c), f)
             }
             EV_LOSS | EV_PROBE => (None, self.timeout(e)),
+            EV_DROP => {
+                self.pending
+                    .insert((e.netns, (e.remote, e.local)), e.clone());
+                (None, None)
+            }
+            EV_ACCEPT => {
+                self.pending.remove(&(e.netns, (e.remote, e.local)));
+                let f = self.kernel.server_finding(e, true);
+                self.server_finding(e.ts_ns, (e.remote, e.local), f);
+                (None, None)
+            }
+            EV_RESTART => {
+                // A restart before the previous burst's end was seen: that one is estimated.
+                let f = self
+                    .restarts
+                    .insert(e.sk, e.clone())
+                    .and_then(|r| self.kernel.restart_finding(&r, None));
+                (None, f)
+            }
+            EV_BURST_END => {
+                let f = self
+                    .restarts
+                    .remove(&e.sk)
+                    .and_then(|r| self.kernel.restart_finding(&r, Some(e)));
+                (None, f)
+            }
             _ => (None, None),
         }
+    }
+
+    /// A client-side opening finding: a held server-side finding of the same connection is
+    /// folded into it.
+    fn client_finding(&mut self, f: &WatchFinding) {
+        let pair = (f.local, f.remote);
+        let before = self.held.len();
+        self.held.retain(|(_, p, _)| *p != pair);
+        self.folded += (before - self.held.len()) as u64;
+        if self.clients.len() >= EPISODES_KEPT {
+            let now = f.end_ns;
+            self.clients
+                .retain(|_, t| now.saturating_sub(*t) < CLIENT_KEPT_NS);
+        }
+        self.clients.insert(pair, f.end_ns);
+    }
+
+    fn server_finding(&mut self, now: u64, pair: Pair, f: Option<WatchFinding>) {
+        let Some(f) = f else { return };
+        if self
+            .clients
+            .get(&pair)
+            .is_some_and(|t| now.saturating_sub(*t) < CLIENT_KEPT_NS)
+        {
+            self.folded += 1;
+            return;
+        }
+        self.held.push((now + FOLD_WAIT_NS, pair, f));
+    }
+
+    /// Server-side findings whose wait for the client's is over, and drops never followed by
+    /// a handshake (`now_ns`: CLOCK_MONOTONIC; `u64::MAX` at the end, to flush everything).
+    pub fn due(&mut self, now_ns: u64) -> Vec<WatchFinding> {
+        let stale: Vec<(u32, Pair)> = self
+            .pending
+            .iter()
+            .filter(|(_, e)| now_ns.saturating_sub(e.last_syn_ns) >= DROP_TTL_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in stale {
+            if let Some(e) = self.pending.remove(&k) {
+                if e.drops < 2 {
+                    self.unresolved_drops += 1;
+                    continue;
+                }
+                let f = self.kernel.server_finding(&e, false);
+                self.server_finding(e.ts_ns, k.1, f);
+            }
+        }
+        let (ready, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(t, _, _)| *t <= now_ns);
+        self.held = held;
+        let mut out: Vec<WatchFinding> = ready.into_iter().map(|(_, _, f)| f).collect();
+        // Bursts whose end is not seen within BURST_WAIT_NS (a connection left idle after
+        // it) are estimated rather than kept waiting.
+        let late: Vec<u64> = self
+            .restarts
+            .iter()
+            .filter(|(_, r)| now_ns.saturating_sub(r.ts_ns) >= BURST_WAIT_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in late {
+            if let Some(f) = self
+                .restarts
+                .remove(&k)
+                .and_then(|r| self.kernel.restart_finding(&r, None))
+            {
+                out.push(f);
+            }
+        }
+        out
     }
 
     fn timeout(&mut self, e: &Event) -> Option<WatchFinding> {
@@ -287,7 +442,243 @@ impl Judge {
     }
 }
 
+/// The congestion window `tcp_cwnd_restart` leaves after `idle` jiffies with an RTO of `rto`:
+/// halved once per RTO of idle after the first, never below the initial window (or the window
+/// itself, when smaller).
+pub fn restarted_cwnd(cwnd: u32, idle: u32, rto: u32, initial: u32) -> u32 {
+    let restart = initial.min(cwnd);
+    let mut w = cwnd;
+    let mut delta = i64::from(idle);
+    loop {
+        delta -= i64::from(rto.max(1));
+        if delta <= 0 || w <= restart {
+            break;
+        }
+        w >>= 1;
+    }
+    w.max(restart)
+}
+
+/// Round trips to send `segments` starting from a window of `cwnd`: doubling below
+/// `ssthresh` (slow start), one more segment per round trip above it.
+pub fn rounds(segments: u64, cwnd: u32, ssthresh: u32) -> u64 {
+    let mut w = u64::from(cwnd.max(1));
+    let (mut sent, mut n) = (0u64, 0u64);
+    while sent < segments {
+        sent += w;
+        n += 1;
+        w = if w < u64::from(ssthresh) {
+            (w * 2).min(u64::from(ssthresh).max(w + 1))
+        } else {
+            w + 1
+        };
+    }
+    n
+}
+
+/// A TCP state's name (include/net/tcp_states.h); "none" for 0 (no socket).
+fn state_name(s: u32) -> &'static str {
+    match s {
+        0 => "none",
+        1 => "ESTABLISHED",
+        2 => "SYN-SENT",
+        3 => "SYN-RECV",
+        4 => "FIN-WAIT-1",
+        5 => "FIN-WAIT-2",
+        6 => "TIME-WAIT",
+        7 => "CLOSE",
+        8 => "CLOSE-WAIT",
+        9 => "LAST-ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        12 => "NEW-SYN-RECV",
+        _ => "other",
+    }
+}
+
+/// TCP_INIT_CWND: the window a restart falls back to (a route's initcwnd is not read).
+const INITIAL_CWND: u32 = 10;
+
 impl Kernel {
+    fn drop_reason(&self, n: u32) -> String {
+        self.drop_reasons
+            .get(&n)
+            .cloned()
+            .unwrap_or_else(|| format!("reason {n}"))
+    }
+
+    /// A server-side finding from a 4-tuple's drops: `completed` when its handshake ended
+    /// (`EV_ACCEPT`, at `e.ts_ns`), else the drops alone (the last one's event).
+    fn server_finding(&self, e: &Event, completed: bool) -> Option<WatchFinding> {
+        let reason = self.drop_reason(e.drop_reason);
+        let overflow = reason == "TCP_LISTEN_OVERFLOW";
+        let timewait = e.rx_state == TCP_TIME_WAIT || reason.contains("TW_PAWS");
+        // A SYN that met a connected socket of the same 4-tuple (one whose close the peer
+        // never heard of: seed 000's lost reset) is answered by a challenge ACK and dropped.
+        let stale_socket = !timewait && e.rx_state != 0 && e.rx_state != TCP_LISTEN;
+        let id = if overflow {
+            "accept-queue-full"
+        } else if timewait || stale_socket {
+            "syn-stale-state"
+        } else {
+            "syn-unanswered"
+        };
+        let end = if completed { e.ts_ns } else { e.last_syn_ns };
+        let cost = end.saturating_sub(e.syn_ns);
+        if cost == 0 {
+            return None;
+        }
+        let mut f = finding(id, e, (e.syn_ns, end), cost);
+        let server = if e.tgid == 0 {
+            "a server socket".to_string()
+        } else {
+            format!("the listener of {} (pid {})", e.comm, e.tgid)
+        };
+        let what = if overflow {
+            format!(
+                "dropped the handshake's last ACK from {} {} time{}: the listener's accept queue was full ({reason})",
+                e.remote,
+                e.drops,
+                if e.drops == 1 { "" } else { "s" },
+            )
+        } else if timewait {
+            format!(
+                "dropped {} SYN{} from {}: the 4-tuple was still held by a TIME-WAIT socket of an earlier connection, which did not accept the new SYN (drop reason {reason}; it answers with an ACK of the old connection, the client resets and sends its SYN again)",
+                e.drops,
+                if e.drops == 1 { "" } else { "s" },
+                e.remote,
+            )
+        } else if stale_socket {
+            format!(
+                "dropped {} SYN{} from {}: the 4-tuple still had a socket of an earlier connection here (state {}), which the client had already closed; it answers with a challenge ACK, the client resets it and sends its SYN again (drop reason {reason})",
+                e.drops,
+                if e.drops == 1 { "" } else { "s" },
+                e.remote,
+                state_name(e.rx_state),
+            )
+        } else {
+            format!(
+                "dropped {} SYN{} from {} ({reason})",
+                e.drops,
+                if e.drops == 1 { "" } else { "s" },
+                e.remote,
+            )
+        };
+        let outcome = if completed {
+            format!("the handshake completed {} after the first drop", ms(cost))
+        } else {
+            format!(
+                "no handshake followed while watched; the drops spanned {}",
+                ms(cost)
+            )
+        };
+        f.explanation = format!("{} ({server}) {what}; {outcome}.", e.local);
+        f.fix = if overflow {
+            "the server application accepts too slowly for the connections coming in: accept() faster (more threads or an event loop), raise the listen() backlog and net.core.somaxconn, and watch nstat ListenOverflows/ListenDrops; not loss on the path".into()
+        } else if stale_socket {
+            "find why the earlier connection's close never reached this host (a lost, dropped or filtered RST or FIN; an SO_LINGER {1,0} reset is sent once and never retransmitted); close gracefully or keep the path from dropping resets".into()
+        } else if timewait {
+            "this side closes first and holds TIME-WAIT: keep TCP timestamps on at both ends (net.ipv4.tcp_timestamps=1) so TIME-WAIT accepts a newer SYN; let clients close first or reuse connections (keep-alive, pooling) so a client port is not reused within 60 s; leave net.ipv4.tcp_rfc1337=0 (with 1 such a SYN waits for TIME-WAIT to end, about a minute)".into()
+        } else if reason == "NETFILTER_DROP" {
+            "a firewall rule on this host drops these SYNs: find it (iptables -L -v -n / nft list ruleset, counters) and accept the service's port".into()
+        } else {
+            format!("this host drops these SYNs ({reason}): see the kernel's drop reason; the client waits for its SYN retry timer (1 s, doubling) each time")
+        };
+        f.evidence = json!({
+            "side": "server",
+            "drops": e.drops,
+            "drop_reason": reason,
+            "met_state": state_name(e.rx_state),
+            "first_drop_to_last_ms": e.last_syn_ns.saturating_sub(e.syn_ns) as f64 / 1e6,
+            "completed": completed,
+        });
+        Some(f)
+    }
+
+    /// A burst that met a window restart (`r`, the restarting write's event), when the
+    /// restart cost it time: measured when the burst's end was seen (`end`), else estimated.
+    ///
+    /// Measured as analyze measures it: the time from the restarting write to the burst's last
+    /// data sent (jiffies), against what the window the connection had would have taken. The
+    /// kernel does not know the path's rate (a delivery rate sample of a window-limited flight
+    /// is the window's rate, not the path's), so that is taken at the window's rate, one
+    /// window per smoothed round trip: segments / cwnd * srtt, which is never less than the
+    /// burst's time on the wire when the window limits it (and so does not inflate the cost).
+    /// The cost is also never more than the round trips the restart adds by the slow-start
+    /// model (a burst the application wrote slowly is not a restart's cost).
+    fn restart_finding(&self, r: &Event, end: Option<&Event>) -> Option<WatchFinding> {
+        let hz = u64::from(self.hz?.max(1));
+        let jiffies_ns = |j: u32| u64::from(j) * 1_000_000_000 / hz;
+        let mss = u64::from(r.mss.max(1));
+        let bytes = u64::from(r.bytes.max(end.map_or(0, |b| b.bytes)));
+        let segments = bytes.div_ceil(mss);
+        let restarted = restarted_cwnd(r.cwnd, r.idle_jiffies, r.rto_jiffies, INITIAL_CWND);
+        // tcp_cwnd_restart keeps ssthresh at least 3/4 of the window it had.
+        let ssthresh = r.ssthresh.max((r.cwnd >> 1) + (r.cwnd >> 2));
+        let with = rounds(segments, restarted, ssthresh);
+        let without = segments.div_ceil(u64::from(r.cwnd.max(1)));
+        let srtt_ns = u64::from(r.srtt_us) * 1000;
+        let model = with.saturating_sub(without) * srtt_ns;
+        let measured = end.map(|b| {
+            let took = jiffies_ns(b.idle_jiffies);
+            let would = u128::from(segments) * u128::from(srtt_ns) / u128::from(r.cwnd.max(1));
+            (took, u64::try_from(would).unwrap_or(u64::MAX))
+        });
+        let cost = match measured {
+            Some((took, would)) => took.saturating_sub(would).min(model),
+            None => model,
+        };
+        // Worth naming: half a round trip, and a millisecond (a loopback's restart costs
+        // microseconds), as analyze.
+        if cost == 0 || cost < (srtt_ns / 2).max(1_000_000) {
+            return None;
+        }
+        let mut f = finding("slow-start-restart", r, (r.ts_ns, r.ts_ns + cost), cost);
+        let kb = |n: u64| format!("{:.1} kB", n as f64 / 1000.0);
+        let how = match measured {
+            Some((took, would)) => format!(
+                "the burst took {} from the write to its last data sent, against about {} at the window it had (one window of {} segments per round trip of {}): {} lost",
+                ms(took),
+                ms(would),
+                r.cwnd,
+                ms(srtt_ns),
+                ms(cost),
+            ),
+            None => format!(
+                "its {segments} segments take {with} round trips instead of {without}: about {} lost (estimated: the burst's end was not seen while watched)",
+                ms(cost),
+            ),
+        };
+        f.explanation = format!(
+            "{} -> {} ({}) sent a {} burst after {} idle (longer than its RTO, {}): the kernel restarted its congestion window from {} to {} segments (net.ipv4.tcp_slow_start_after_idle=1); {how}.",
+            r.local,
+            r.remote,
+            who(&f.process),
+            kb(bytes),
+            ms(jiffies_ns(r.idle_jiffies)),
+            ms(jiffies_ns(r.rto_jiffies)),
+            r.cwnd,
+            restarted,
+        );
+        f.fix = "set net.ipv4.tcp_slow_start_after_idle=0 in the sending host's (or namespace's) sysctls, or keep the connection busy below the RTO, or use BBR on the sender".into();
+        f.evidence = json!({
+            "idle_ms": jiffies_ns(r.idle_jiffies) as f64 / 1e6,
+            "rto_ms": jiffies_ns(r.rto_jiffies) as f64 / 1e6,
+            "cwnd_before": r.cwnd,
+            "cwnd_restarted": restarted,
+            "burst_bytes": bytes,
+            "segments": segments,
+            "round_trips": with,
+            "round_trips_without_restart": without,
+            "took_ms": measured.map(|(t, _)| t as f64 / 1e6),
+            "would_take_ms": measured.map(|(_, w)| w as f64 / 1e6),
+            "measured": measured.is_some(),
+            "srtt_ms": f64::from(r.srtt_us) / 1e3,
+            "mss": r.mss,
+        });
+        Some(f)
+    }
+
     fn reason(&self, n: u32) -> String {
         self.reset_reasons
             .get(&n)
@@ -315,6 +706,7 @@ impl Kernel {
         // The last SYN's round trip: what the handshake costs when nothing goes wrong.
         let last_trip = c.end_ns.saturating_sub(e.last_syn_ns.max(c.start_ns));
         let evidence = json!({
+            "side": "client",
             "connect_ms": took as f64 / 1e6,
             "syn_retransmits": e.syn_retx,
             "resets_sent": e.rst_sent,
@@ -401,6 +793,12 @@ mod tests {
         Judge::new(Kernel {
             hz: Some(250),
             reset_reasons: [(2, "TCP_INVALID_ACK_SEQUENCE".to_string())].into(),
+            drop_reasons: [
+                (2, "NOT_SPECIFIED".to_string()),
+                (12, "NETFILTER_DROP".to_string()),
+                (40, "TCP_LISTEN_OVERFLOW".to_string()),
+            ]
+            .into(),
         })
     }
 
@@ -558,5 +956,248 @@ mod tests {
             ..Kernel::default()
         });
         assert!(k.judge(&probe).1.is_none());
+    }
+
+    /// The server's view of the stale-state opening above (10.0.0.2:80 <- 10.0.0.1:41001):
+    /// its TIME-WAIT socket dropped the SYN at 1000 ms, the retry completed the handshake on
+    /// the server at 1012.05 ms.
+    fn server_drop() -> Event {
+        Event {
+            kind: EV_DROP,
+            ts_ns: 1_000 * MS,
+            syn_ns: 1_000 * MS,
+            last_syn_ns: 1_000 * MS,
+            drops: 1,
+            drop_reason: 2,
+            rx_state: TCP_TIME_WAIT,
+            netns: 4_026_532_000,
+            local: "10.0.0.2:80".parse().unwrap(),
+            remote: "10.0.0.1:41001".parse().unwrap(),
+            ..Event::default()
+        }
+    }
+
+    fn server_accept() -> Event {
+        Event {
+            kind: EV_ACCEPT,
+            ts_ns: 1_012_050_000,
+            ..server_drop()
+        }
+    }
+
+    #[test]
+    fn a_syn_dropped_at_time_wait_is_stale_state_seen_from_the_server() {
+        let mut j = kernel();
+        assert_eq!(j.judge(&server_drop()), (None, None));
+        assert_eq!(j.judge(&server_accept()), (None, None));
+        // Held for the client's own finding, then released.
+        assert!(j.due(1_012_050_000 + FOLD_WAIT_NS - 1).is_empty());
+        let f = j.due(1_012_050_000 + FOLD_WAIT_NS);
+        assert_eq!(f.len(), 1);
+        let f = &f[0];
+        assert_eq!((f.id, f.cost_ns), ("syn-stale-state", 12_050_000));
+        assert_eq!(f.local.to_string(), "10.0.0.2:80");
+        assert_eq!(f.evidence["side"], "server");
+        assert_eq!(f.evidence["met_state"], "TIME-WAIT");
+        assert!(
+            f.explanation.contains("a server socket"),
+            "{}",
+            f.explanation
+        );
+        assert!(f
+            .explanation
+            .contains("completed 12.1 ms after the first drop"));
+        assert!(j.due(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn one_connection_seen_from_both_ends_is_one_finding() {
+        let client = Event {
+            syn_retx: 1,
+            last_syn_ns: 1_000 * MS + 12 * MS,
+            rst_sent: 1,
+            rst_reason: 2,
+            rst_sent_ns: 1_000 * MS + 60_000,
+            ..opening()
+        };
+        // The server's handshake ends first (the client's one way later): the client's
+        // finding takes the server's in.
+        let mut j = kernel();
+        j.judge(&server_drop());
+        j.judge(&server_accept());
+        assert_eq!(j.judge(&client).1.unwrap().id, "syn-stale-state");
+        assert!(j.due(u64::MAX).is_empty());
+        assert_eq!(j.folded, 1);
+        // The other order (the client's event read first).
+        let mut j = kernel();
+        assert!(j.judge(&client).1.is_some());
+        j.judge(&server_drop());
+        j.judge(&server_accept());
+        assert!(j.due(u64::MAX).is_empty());
+        assert_eq!(j.folded, 1);
+    }
+
+    #[test]
+    fn a_final_ack_dropped_by_a_full_accept_queue_names_the_listener() {
+        let mut j = kernel();
+        let drop = Event {
+            drop_reason: 40,
+            rx_state: TCP_LISTEN,
+            tgid: 900,
+            comm: "nginx".into(),
+            drops: 2,
+            last_syn_ns: 1_200 * MS,
+            ..server_drop()
+        };
+        j.judge(&drop);
+        j.judge(&Event {
+            kind: EV_ACCEPT,
+            ts_ns: 1_600 * MS,
+            ..drop
+        });
+        let f = j.due(u64::MAX);
+        assert_eq!((f[0].id, f[0].cost_ns), ("accept-queue-full", 600 * MS));
+        assert!(f[0].explanation.contains("nginx (pid 900)"));
+        assert!(f[0].explanation.contains("2 times"));
+        assert_eq!(f[0].process.pid, 900);
+    }
+
+    #[test]
+    fn drops_with_no_handshake_are_reported_when_given_up_on() {
+        let mut j = kernel();
+        // A firewall dropped three SYNs over 3 s; nothing followed.
+        let drop = Event {
+            drop_reason: 12,
+            rx_state: 0,
+            drops: 3,
+            last_syn_ns: 4_000 * MS,
+            ts_ns: 4_000 * MS,
+            ..server_drop()
+        };
+        j.judge(&drop);
+        assert!(j.due(4_000 * MS + DROP_TTL_NS - 1).is_empty());
+        // Reported after DROP_TTL_NS, held FOLD_WAIT_NS for a client's finding.
+        let f = j.due(u64::MAX);
+        assert_eq!((f[0].id, f[0].cost_ns), ("syn-unanswered", 3_000 * MS));
+        assert!(f[0].explanation.contains("NETFILTER_DROP"));
+        assert!(f[0].fix.contains("firewall"));
+        assert_eq!(f[0].evidence["completed"], false);
+        // One drop and nothing after: no wait can be priced; counted.
+        let mut j = kernel();
+        j.judge(&server_drop());
+        assert!(j.due(u64::MAX).is_empty());
+        assert_eq!(j.unresolved_drops, 1);
+    }
+
+    #[test]
+    fn the_restarted_window_follows_tcp_cwnd_restart() {
+        // RTO 51 jiffies: 100 idle -> one halving (100 - 51 > 0), 300 idle -> down to 10.
+        assert_eq!(restarted_cwnd(40, 100, 51, 10), 20);
+        assert_eq!(restarted_cwnd(40, 300, 51, 10), 10);
+        // Any idle past the RTO (the kernel restarts only then) halves at least once.
+        assert_eq!(restarted_cwnd(40, 52, 51, 10), 20);
+        // A window below the initial one stays.
+        assert_eq!(restarted_cwnd(6, 1000, 51, 10), 6);
+        // 30 segments from 10 (ssthresh 30): 10 then 20.
+        assert_eq!(rounds(30, 10, 30), 2);
+        assert_eq!(rounds(30, 40, 30), 1);
+        assert_eq!(rounds(0, 10, 30), 0);
+    }
+
+    #[test]
+    fn a_burst_after_idle_costs_its_measured_time_beyond_the_window_it_had() {
+        // The lab's slow-start-after-idle shape (HZ 250): cwnd 732 (ssthresh 400), 3052 ms
+        // idle against an RTO of 252 ms: restarted to 10. The server writes 64 kB, then more:
+        // 1 048 576 bytes in all, 725 segments at MSS 1448.
+        let restart = Event {
+            kind: EV_RESTART,
+            sk: 9,
+            ts_ns: 5_000 * MS,
+            cwnd: 732,
+            ssthresh: 400,
+            idle_jiffies: 763,
+            rto_jiffies: 63,
+            bytes: 65_536,
+            mss: 1448,
+            srtt_us: 50_600,
+            ..opening()
+        };
+        let mut j = kernel();
+        assert_eq!(j.judge(&restart), (None, None));
+        // The burst ended after 76 jiffies (304 ms) to its last data. At the window it had, its
+        // 725 segments take 725 / 732 * 50.6 = 50.116 ms. The model's bound: 10, 20, 40, 80,
+        // 160, 320, then 549 at ssthresh 3/4 of 732 = 549: 7 round trips against 1,
+        // 6 * 50.6 = 303.6 ms; lost: min(304 - 50.116, 303.6) = 253.884 ms.
+        let end = Event {
+            kind: EV_BURST_END,
+            sk: 9,
+            ts_ns: 8_000 * MS,
+            bytes: 1_048_576,
+            idle_jiffies: 76,
+            ..opening()
+        };
+        let f = j.judge(&end).1.unwrap();
+        assert_eq!(f.id, "slow-start-restart");
+        assert_eq!(f.cost_ns, 304 * MS - 725 * 50_600_000 / 732);
+        assert_eq!(f.cost_ns, 253_883_880);
+        assert_eq!(f.evidence["round_trips"], 7);
+        assert_eq!(f.evidence["segments"], 725);
+        assert_eq!(f.evidence["measured"], true);
+        assert!(
+            f.explanation.contains("from 732 to 10 segments"),
+            "{}",
+            f.explanation
+        );
+        assert!(j.due(u64::MAX).is_empty());
+        // A window of 400 before: 725 / 400 * 50.6 = 91.7125 ms with it; the restarted burst's
+        // last data left 70 jiffies (280 ms) after the write: 188.2875 ms lost (the model allows
+        // 10, 20, .. 160, then 300 at ssthresh 3/4 of 400: 7 round trips against 2,
+        // 5 * 50.6 = 253 ms).
+        let mut j = kernel();
+        j.judge(&Event {
+            cwnd: 400,
+            ssthresh: 100,
+            ..restart.clone()
+        });
+        let f = j
+            .judge(&Event {
+                idle_jiffies: 70,
+                ..end.clone()
+            })
+            .1
+            .unwrap();
+        assert_eq!(f.cost_ns, 188_287_500);
+        assert_eq!(f.evidence["would_take_ms"], 91.7125);
+        // An application that wrote its burst slowly (10 s from the first write to its last):
+        // the cost is bounded by what the restart can add, 6 round trips.
+        let mut j = kernel();
+        j.judge(&restart);
+        let slow = Event {
+            idle_jiffies: 2_500,
+            ..end.clone()
+        };
+        assert_eq!(j.judge(&slow).1.unwrap().cost_ns, 6 * 50_600_000);
+        // No end seen while watched: estimated from the model at the end.
+        let mut j = kernel();
+        j.judge(&restart);
+        assert!(j.due(5_000 * MS + BURST_WAIT_NS - 1).is_empty());
+        let f = j.due(u64::MAX);
+        // The first write alone: 46 segments, 10 + 20 + 40: 3 round trips against 1.
+        assert_eq!(f[0].cost_ns, 2 * 50_600_000);
+        assert_eq!(f[0].evidence["measured"], false);
+        // A burst the restarted window sends in one round trip costs nothing: no finding.
+        let mut j = kernel();
+        j.judge(&Event {
+            bytes: 10 * 1448,
+            ..restart
+        });
+        assert!(j
+            .judge(&Event {
+                bytes: 10 * 1448,
+                idle_jiffies: 13,
+                ..end
+            })
+            .1
+            .is_none());
     }
 }

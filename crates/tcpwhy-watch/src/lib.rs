@@ -43,6 +43,9 @@ pub struct Tracepoint {
     pub program: &'static str,
     pub category: &'static str,
     pub name: &'static str,
+    /// A raw tracepoint: the program reads the tracepoint's arguments (its TP_PROTO), not its
+    /// record, so there is no layout to check beyond the tracepoint being there.
+    pub raw: bool,
     pub fields: &'static [(&'static str, usize, usize)],
 }
 
@@ -51,24 +54,14 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_state",
         category: "sock",
         name: "inet_sock_set_state",
-        fields: &[
-            ("skaddr", 8, 8),
-            ("oldstate", 16, 4),
-            ("newstate", 20, 4),
-            ("sport", 24, 2),
-            ("dport", 26, 2),
-            ("family", 28, 2),
-            ("protocol", 30, 2),
-            ("saddr", 32, 4),
-            ("daddr", 36, 4),
-            ("saddr_v6", 40, 16),
-            ("daddr_v6", 56, 16),
-        ],
+        raw: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_retransmit",
         category: "tcp",
         name: "tcp_retransmit_skb",
+        raw: false,
         fields: &[
             ("skaddr", 16, 8),
             ("state", 24, 4),
@@ -85,18 +78,21 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_send_reset",
         category: "tcp",
         name: "tcp_send_reset",
+        raw: false,
         fields: &[("skaddr", 16, 8), ("state", 24, 4), ("reason", 28, 4)],
     },
     Tracepoint {
         program: "on_receive_reset",
         category: "tcp",
         name: "tcp_receive_reset",
+        raw: false,
         fields: &[("skaddr", 8, 8)],
     },
     Tracepoint {
         program: "on_cong_state",
         category: "tcp",
         name: "tcp_cong_state_set",
+        raw: false,
         fields: &[
             ("skaddr", 8, 8),
             ("sport", 16, 2),
@@ -108,6 +104,25 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
             ("daddr_v6", 46, 16),
             ("cong_state", 62, 1),
         ],
+    },
+    Tracepoint {
+        program: "on_drop",
+        category: "skb",
+        name: "kfree_skb",
+        raw: false,
+        fields: &[
+            ("skbaddr", 8, 8),
+            ("rx_sk", 24, 8),
+            ("protocol", 32, 2),
+            ("reason", 36, 4),
+        ],
+    },
+    Tracepoint {
+        program: "on_sendmsg",
+        category: "tcp",
+        name: "tcp_sendmsg_locked",
+        raw: true,
+        fields: &[],
     },
 ];
 
@@ -243,6 +258,12 @@ pub struct Summary {
     pub latencies: Latencies,
     /// id -> (findings, time lost in ns).
     pub findings: BTreeMap<&'static str, (u64, u64)>,
+    /// Server-side findings folded into the client's finding of the same connection (both
+    /// ends on the watched host): one wait, counted once.
+    pub folded: u64,
+    /// 4-tuples with one dropped SYN and no handshake after it while watched: a wait that
+    /// cannot be priced.
+    pub unresolved_drops: u64,
     /// The tracepoints attached (`category:name`).
     pub attached: Vec<String>,
     /// One line per tracepoint that could not be used, and which findings that removes.
@@ -467,6 +488,18 @@ fn ids_needing(tp: &Tracepoint) -> Vec<&'static str> {
         .collect()
 }
 
+/// Counts a finding in the summary and hands it on.
+fn finding(
+    summary: &mut Summary,
+    f: WatchFinding,
+    out: &mut impl FnMut(Output) -> io::Result<()>,
+) -> io::Result<()> {
+    let t = summary.findings.entry(f.id).or_default();
+    t.0 += 1;
+    t.1 += f.cost_ns;
+    out(Output::Finding(f))
+}
+
 /// Watch until `opts.duration` has passed or `stop` is set, handing each connect and
 /// finding to `out` as it is decided. Errors only when nothing can be watched (not root,
 /// built without BPF, no BTF, no tracefs, no tracepoint attached); a tracepoint that is
@@ -518,10 +551,24 @@ pub fn run(
     }
     let send_reset =
         std::fs::read_to_string(dir.join("events/tcp/tcp_send_reset/format")).unwrap_or_default();
+    let kfree_skb =
+        std::fs::read_to_string(dir.join("events/skb/kfree_skb/format")).unwrap_or_default();
     let mut judge = Judge::new(Kernel {
         hz: kernel_hz(),
         reset_reasons: format::symbols(&send_reset, "reason"),
+        drop_reasons: format::symbols(&kfree_skb, "reason"),
     });
+    // Drop reasons the kfree_skb program tells apart, by name (0 never names a drop).
+    let drop_reason = |name: &str| -> u32 {
+        judge
+            .kernel
+            .drop_reasons
+            .iter()
+            .find(|(_, n)| n.as_str() == name)
+            .map_or(0, |(k, _)| *k)
+    };
+    let listen_overflow = drop_reason("TCP_LISTEN_OVERFLOW");
+    let no_socket = drop_reason("NO_SOCKET");
     if judge.kernel.hz.is_none() {
         let line = "CONFIG_HZ unknown (no /proc/config.gz or /boot/config-RELEASE): the RTO, kept in jiffies, cannot be priced; unavailable: rto-retransmission".to_string();
         say(&format!("warning: {line}"));
@@ -537,6 +584,8 @@ pub fn run(
         .set_global("target_netns", &ns, true)
         .set_global("send_all_connects", &u32::from(opts.connections), true)
         .set_global("target_cgroup", &opts.cgroup.unwrap_or(0), true)
+        .set_global("drop_listen_overflow", &listen_overflow, true)
+        .set_global("drop_no_socket", &no_socket, true)
         .load(object)
         .map_err(|e| io::Error::other(format!("loading the BPF programs: {e:?}")))?;
     for tp in usable {
@@ -544,9 +593,19 @@ pub fn run(
             .program_mut(tp.program)
             .ok_or_else(|| format!("no program {}", tp.program))
             .and_then(|p| {
-                let p: &mut aya::programs::TracePoint = p.try_into().map_err(|e| format!("{e}"))?;
-                p.load().map_err(|e| format!("{e}"))?;
-                p.attach(tp.category, tp.name).map_err(|e| format!("{e}"))
+                if tp.raw {
+                    let p: &mut aya::programs::RawTracePoint =
+                        p.try_into().map_err(|e| format!("{e}"))?;
+                    p.load().map_err(|e| format!("{e}"))?;
+                    p.attach(tp.name).map(|_| ()).map_err(|e| format!("{e}"))
+                } else {
+                    let p: &mut aya::programs::TracePoint =
+                        p.try_into().map_err(|e| format!("{e}"))?;
+                    p.load().map_err(|e| format!("{e}"))?;
+                    p.attach(tp.category, tp.name)
+                        .map(|_| ())
+                        .map_err(|e| format!("{e}"))
+                }
             });
         match attached {
             Ok(_) => summary
@@ -628,11 +687,11 @@ pub fn run(
                 out(Output::Connect(c))?;
             }
             if let Some(f) = f {
-                let t = summary.findings.entry(f.id).or_default();
-                t.0 += 1;
-                t.1 += f.cost_ns;
-                out(Output::Finding(f))?;
+                finding(&mut summary, f, &mut out)?;
             }
+        }
+        for f in judge.due(monotonic_ns()) {
+            finding(&mut summary, f, &mut out)?;
         }
         if Instant::now() >= next_tick {
             next_tick += Duration::from_secs(1);
@@ -648,6 +707,12 @@ pub fn run(
         }
         std::thread::sleep(tick);
     }
+    // Server-side findings still held, and drops no handshake followed, are said now.
+    for f in judge.due(u64::MAX) {
+        finding(&mut summary, f, &mut out)?;
+    }
+    summary.folded = judge.folded;
+    summary.unresolved_drops = judge.unresolved_drops;
     summary.seconds = start.elapsed().as_secs_f64();
     summary.events_lost = lost.get(&0, 0).unwrap_or(0);
     // The clean connects the kernel counted without an event.

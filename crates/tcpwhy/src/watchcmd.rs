@@ -211,6 +211,8 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "failed_connects": s.failed_connects,
         "connect_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": (s.latencies.count > 0).then_some(s.latencies.max_ms)},
         "findings": s.findings.iter().map(|(id, (n, ns))| (id.to_string(), json!({"count": n, "ms_lost": *ns as f64 / 1e6}))).collect::<serde_json::Map<_, _>>(),
+        "folded_server_findings": s.folded,
+        "unresolved_drops": s.unresolved_drops,
         "attached": s.attached,
         "unavailable": s.unavailable,
     })
@@ -246,6 +248,23 @@ fn text_summary(out: &mut dyn Write, s: &Summary) -> io::Result<()> {
                 if *n == 1 { "" } else { "s" }
             )?;
         }
+    }
+    if s.folded > 0 {
+        writeln!(
+            out,
+            "{} server-side finding{} folded into the client's finding of the same connection (both ends watched here): counted once.",
+            s.folded,
+            if s.folded == 1 { "" } else { "s" }
+        )?;
+    }
+    if s.unresolved_drops > 0 {
+        writeln!(
+            out,
+            "note: {} dropped SYN{} with no handshake after {} while watched: the wait cannot be priced, and is not counted above.",
+            s.unresolved_drops,
+            if s.unresolved_drops == 1 { "" } else { "s" },
+            if s.unresolved_drops == 1 { "it" } else { "them" }
+        )?;
     }
     if s.events_lost > 0 {
         writeln!(

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-// tcpwhy watch: BPF programs on TCP tracepoints only (no kprobes, no fentry: this project's
-// kernels may have neither). Per-socket state lives in LRU hash maps keyed by the socket's
-// address; an event goes to user space only when something is decided: a connect() that
-// ended (established or failed, with its SYN retries and resets), a timeout (loss state).
+// tcpwhy watch: BPF programs on tracepoints and raw tracepoints only (no kprobes, no fentry:
+// this project's kernels may have neither). Per-socket state lives in LRU hash maps keyed by
+// the socket's address; an event goes to user space only when something is decided: a
+// connect() that ended (established or failed, with its SYN retries and resets), a timeout
+// (loss state), a SYN this host dropped and the handshake that followed, a write that
+// restarts slow start after idle.
 //
 // Kernel structures are declared here with only the fields read, marked
 // preserve_access_index: the loader relocates each field's offset against the running
@@ -20,10 +22,13 @@ char LICENSE[] SEC("license") = "GPL";
 #define IPPROTO_TCP 6
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
 #define TCP_FIN_WAIT1 4
+#define TCP_TIME_WAIT 6
 #define TCP_CLOSE 7
 #define TCP_CLOSE_WAIT 8
 #define TCP_LAST_ACK 9
+#define TCP_LISTEN 10
 #define TCP_CLOSING 11
 #define TCP_CA_RECOVERY 3
 #define TCP_CA_LOSS 4
@@ -34,33 +39,85 @@ struct ns_common {
 	unsigned int inum;
 } __attribute__((preserve_access_index));
 
+struct netns_ipv4 {
+	__u8 sysctl_tcp_slow_start_after_idle;
+} __attribute__((preserve_access_index));
+
 struct net {
 	struct ns_common ns;
+	struct netns_ipv4 ipv4;
 } __attribute__((preserve_access_index));
 
 typedef struct {
 	struct net *net;
 } possible_net_t;
 
+struct in6_addr {
+	__u8 bytes[16];
+};
+
 struct sock_common {
+	__u32 skc_daddr;
+	__u32 skc_rcv_saddr;
+	__u16 skc_dport;
+	unsigned short skc_family;
 	volatile unsigned char skc_state;
 	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
 
 struct sock {
 	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct tcp_congestion_ops {
+	void *cong_control;
+} __attribute__((preserve_access_index));
+
+// The local port as the socket was bound (inet_sport stays set when a failed connect()
+// has already released inet_num).
+struct inet_sock {
+	__u16 inet_sport;
 } __attribute__((preserve_access_index));
 
 struct inet_connection_sock {
 	__u32 icsk_rto;
 	__u8 icsk_ca_state : 5;
+	const struct tcp_congestion_ops *icsk_ca_ops;
 } __attribute__((preserve_access_index));
 
 struct tcp_sock {
 	__u32 srtt_us;
 	__u32 mss_cache;
 	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
 	__u32 rcv_tstamp;
+	__u32 lsndtime;
+	__u32 packets_out;
+	__u32 write_seq;
+	__u32 snd_una;
+} __attribute__((preserve_access_index));
+
+struct iov_iter {
+	__u64 count;
+} __attribute__((preserve_access_index));
+
+struct msghdr {
+	struct iov_iter msg_iter;
+} __attribute__((preserve_access_index));
+
+struct net_device {
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	int skb_iif;
+	unsigned char *head;
+	__u16 transport_header;
+	__u16 network_header;
 } __attribute__((preserve_access_index));
 
 // Tracepoint records, as /sys/kernel/tracing/events/*/*/format lays them out (the 8-byte
@@ -72,20 +129,6 @@ struct tp_common {
 	__u64 common;
 };
 
-struct tp_inet_sock_set_state {
-	struct tp_common h;
-	const void *skaddr;     // 8
-	int oldstate;           // 16
-	int newstate;           // 20
-	__u16 sport;            // 24
-	__u16 dport;            // 26
-	__u16 family;           // 28
-	__u16 protocol;         // 30
-	__u8 saddr[4];          // 32
-	__u8 daddr[4];          // 36
-	__u8 saddr_v6[16];      // 40
-	__u8 daddr_v6[16];      // 56
-};
 
 struct tp_tcp_retransmit_skb {
 	struct tp_common h;
@@ -114,6 +157,16 @@ struct tp_tcp_receive_reset {
 	const void *skaddr;     // 8
 };
 
+struct tp_kfree_skb {
+	struct tp_common h;
+	const void *skbaddr;    // 8
+	const void *location;   // 16
+	const void *rx_sk;      // 24
+	__u16 protocol;         // 32
+	__u16 pad;
+	__u32 reason;           // 36
+};
+
 struct tp_tcp_cong_state_set {
 	struct tp_common h;
 	const void *skaddr;     // 8
@@ -137,6 +190,11 @@ const volatile __u64 target_cgroup = 0;
 // 1: every connect() is an event (`--connections`); 0: only those with a SYN retransmission
 // or a reset, the others counted in `connect_hist` without waking user space.
 const volatile __u32 send_all_connects = 0;
+// `enum skb_drop_reason` values, resolved by name from skb:kfree_skb's format by user space
+// (the numbers change between kernels): a final handshake ACK dropped by a full accept queue,
+// and a SYN refused for a closed port (answered by a reset, not a delay: not followed).
+const volatile __u32 drop_listen_overflow = 0;
+const volatile __u32 drop_no_socket = 0;
 
 // A connect() in progress (SYN-SENT).
 struct opening {
@@ -162,6 +220,10 @@ struct sockinfo {
 #define EV_CONNECT 1
 #define EV_LOSS 2
 #define EV_PROBE 3
+#define EV_DROP 4
+#define EV_ACCEPT 5
+#define EV_RESTART 6
+#define EV_BURST_END 7
 
 struct event {
 	__u64 ts_ns;  // CLOCK_MONOTONIC (bpf_ktime_get_ns)
@@ -187,10 +249,21 @@ struct event {
 	__u32 ca_state;    // the congestion state (Open 0, Disorder 1, CWR 2, Recovery 3, Loss 4)
 	__u32 pad2;
 	__u64 cgroup;      // the connect() caller's cgroup (v2) id, 0 when not known
+	// EV_RESTART: the write that meets an idle window.
+	__u32 idle_jiffies; // since the socket last sent (tp->lsndtime)
+	__u32 bytes;        // the write's size (what sendmsg still has to copy)
+	__u32 ssthresh;
+	// EV_DROP and EV_ACCEPT: SYNs (or final ACKs) this host dropped for one 4-tuple; the
+	// first and last drop's times are in o.syn_ns and o.last_syn_ns.
+	__u32 drop_reason;  // enum skb_drop_reason (named from skb:kfree_skb's format)
+	__u32 drops;
+	__u32 rx_state;     // the state of the socket the packet met (TIME-WAIT, LISTEN, ...)
+	// EV_BURST_END: the burst's bytes are in `bytes`, its time from the restart to its last
+	// data sent in `idle_jiffies`.
 };
 
 // src/event.rs reads this layout; the size is checked on both sides.
-_Static_assert(sizeof(struct event) == 168, "struct event is 168 bytes");
+_Static_assert(sizeof(struct event) == 192, "struct event is 192 bytes");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -203,6 +276,71 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
+
+// A 4-tuple seen from the host that dropped its packet: local is the packet's destination.
+struct flow {
+	__u32 netns;
+	__u16 family;
+	__u16 lport;
+	__u16 rport;
+	__u16 pad;
+	__u8 laddr[16];
+	__u8 raddr[16];
+};
+
+// Drops of a 4-tuple's handshake, kept until the handshake completes (or the LRU evicts it).
+struct dropped {
+	__u64 first_ns;
+	__u64 last_ns;
+	__u64 listener; // the listener the drop met (its owner names the server), else 0
+	__u32 drops;
+	__u32 reason;
+	__u32 rx_state;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct flow);
+	__type(value, struct dropped);
+} drops SEC(".maps");
+
+// The last drop's time: handshakes that complete look their 4-tuple up only within
+// DROP_HORIZON_NS of a drop, so a host that drops nothing pays nothing per connection.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_drop SEC(".maps");
+
+// A write that met a restart, until its burst ends: the next write that finds nothing in
+// flight, or the socket's close. Then the burst's bytes (write_seq moved) and its time on the
+// wire (the last data sent, tp->lsndtime) are known.
+struct burst {
+	__u32 jiffies;   // when the restarting write came
+	__u32 write_seq; // tp->write_seq then: the burst's first byte
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct burst);
+} bursts SEC(".maps");
+
+// Bursts open (approximate: an LRU eviction is not counted down): writes and closes look a
+// socket up in `bursts` only while this is above zero.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} bursts_open SEC(".maps");
+
+// Longer than any SYN retry schedule (TCP_RTO_MAX is 120 s).
+#define DROP_HORIZON_NS 130000000000ULL
 
 // Events that found the ring buffer full: counted, and reported by user space.
 struct {
@@ -339,19 +477,162 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 	bpf_ringbuf_submit(e, 0);
 }
 
-SEC("tracepoint/sock/inet_sock_set_state")
-int on_state(struct tp_inet_sock_set_state *ctx)
+// The flow's addresses and ports into the event (local = the host that dropped).
+static __always_inline void put_flow(struct event *e, const struct flow *f)
 {
-	if (ctx->protocol != IPPROTO_TCP)
+	e->netns = f->netns;
+	e->family = f->family;
+	e->sport = f->lport;
+	e->dport = f->rport;
+	__builtin_memcpy(e->saddr, f->laddr, 16);
+	__builtin_memcpy(e->daddr, f->raddr, 16);
+}
+
+// The owner of the listener a drop met (recorded at its listen()), if seen.
+static __always_inline void put_owner(struct event *e, __u64 listener)
+{
+	if (!listener)
+		return;
+	struct sockinfo *si = bpf_map_lookup_elem(&socks, &listener);
+	if (!si)
+		return;
+	e->tgid = si->tgid;
+	e->cgroup = si->cgroup;
+	__builtin_memcpy(e->comm, si->comm, 16);
+}
+
+// A socket's addresses and ports (local = this host's side) from its sock_common.
+static __always_inline void put_sock_addrs(struct event *e, const struct sock *s)
+{
+	e->family = BPF_CORE_READ(s, __sk_common.skc_family);
+	const struct inet_sock *inet = (const void *)s;
+	e->sport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
+	e->dport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
+	if (e->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, s, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&e->daddr, s, __sk_common.skc_v6_daddr);
+	} else {
+		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
+		__builtin_memcpy(e->saddr, &a, 4);
+		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
+		__builtin_memcpy(e->daddr, &a, 4);
+	}
+}
+
+// Ends the burst a restart began on this socket, if one is open: the event carries its bytes
+// and the jiffies from the restart to its last data sent.
+// Unless `closing`, only once everything written since has been acknowledged (a write's
+// later chunks, queued before its first is sent, also find nothing in flight).
+static __always_inline void end_burst(const struct sock *s, int closing)
+{
+	__u32 k = 0;
+	__u64 *open = bpf_map_lookup_elem(&bursts_open, &k);
+	if (!open || *open == 0)
+		return;
+	__u64 sk = (__u64)s;
+	struct burst *b = bpf_map_lookup_elem(&bursts, &sk);
+	if (!b)
+		return;
+	const struct tcp_sock *tp = (const void *)s;
+	__u32 write_seq = BPF_CORE_READ(tp, write_seq);
+	if (!closing && (write_seq == b->write_seq || BPF_CORE_READ(tp, snd_una) != write_seq))
+		return;
+	struct event *e = reserve();
+	if (e) {
+		e->kind = EV_BURST_END;
+		e->sk = sk;
+		e->netns = netns_of(s);
+		put_sock_addrs(e, s);
+		e->bytes = write_seq - b->write_seq;
+		__s32 took = BPF_CORE_READ(tp, lsndtime) - b->jiffies;
+		e->idle_jiffies = took > 0 ? took : 0;
+		read_tcp(e, s);
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_map_delete_elem(&bursts, &sk);
+	__sync_fetch_and_add(open, -1);
+}
+
+// A handshake this host completed as the server (SYN-RECV -> ESTABLISHED): if packets of its
+// 4-tuple were dropped before (a SYN at TIME-WAIT, a final ACK at a full accept queue), the
+// wait they caused ends here. Looked up only within DROP_HORIZON_NS of a drop.
+static __always_inline void accepted(const struct sock *s)
+{
+	__u32 k = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_drop, &k);
+	if (!last || *last == 0)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - *last > DROP_HORIZON_NS)
+		return;
+	struct flow f = {};
+	f.netns = netns_of(s);
+	f.family = BPF_CORE_READ(s, __sk_common.skc_family);
+	const struct inet_sock *inet = (const void *)s;
+	f.lport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
+	f.rport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
+	if (f.family == AF_INET6) {
+		BPF_CORE_READ_INTO(&f.laddr, s, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&f.raddr, s, __sk_common.skc_v6_daddr);
+	} else {
+		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
+		__builtin_memcpy(f.laddr, &a, 4);
+		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
+		__builtin_memcpy(f.raddr, &a, 4);
+	}
+	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
+	if (!d)
+		return;
+	struct event *e = reserve();
+	if (e) {
+		e->kind = EV_ACCEPT;
+		e->sk = (__u64)s;
+		put_flow(e, &f);
+		e->o.syn_ns = d->first_ns;
+		e->o.last_syn_ns = d->last_ns;
+		e->drops = d->drops;
+		e->drop_reason = d->reason;
+		e->rx_state = d->rx_state;
+		put_owner(e, d->listener);
+		read_tcp(e, s);
+		bpf_ringbuf_submit(e, 0);
+	}
+	bpf_map_delete_elem(&drops, &f);
+}
+
+// Every state change of every inet socket (TCP's and others': the protocol is read only on
+// the paths that act). A raw tracepoint: the kernel hands over (sk, oldstate, newstate)
+// without filling a record, which matters at tens of thousands of connections a second; the
+// arguments are the tracepoint's TP_PROTO, unchanged since Linux 4.16.
+SEC("raw_tracepoint/inet_sock_set_state")
+int on_state(struct bpf_raw_tracepoint_args *ctx)
+{
+	const struct sock *s = (const void *)ctx->args[0];
+	int old = ctx->args[1], new = ctx->args[2];
+	__u64 sk = (__u64)s;
+	if (old == TCP_SYN_RECV && new == TCP_ESTABLISHED) {
+		if (BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) == IPPROTO_TCP)
+			accepted(s);
 		return 0;
-	__u64 sk = (__u64)ctx->skaddr;
-	int old = ctx->oldstate, new = ctx->newstate;
+	}
+	if (new == TCP_LISTEN) {
+		// listen(): process context; the owner names the server when its queue drops.
+		if (target_tgid || target_cgroup || BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) != IPPROTO_TCP)
+			return 0;
+		struct sockinfo si = {.tgid = bpf_get_current_pid_tgid() >> 32,
+				      .cgroup = bpf_get_current_cgroup_id()};
+		bpf_get_current_comm(si.comm, sizeof(si.comm));
+		bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
+		return 0;
+	}
 	if (new == TCP_SYN_SENT) {
+		if (BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) != IPPROTO_TCP)
+			return 0;
 		// connect(): process context, so the caller is the owner.
 		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 		if (target_tgid && tgid != target_tgid)
 			return 0;
-		if (target_netns && !wanted_netns(netns_of(ctx->skaddr)))
+		if (target_netns && !wanted_netns(netns_of(s)))
 			return 0;
 		__u64 cgroup = bpf_get_current_cgroup_id();
 		if (target_cgroup && cgroup != target_cgroup)
@@ -385,29 +666,25 @@ int on_state(struct tp_inet_sock_set_state *ctx)
 			e->sk = sk;
 			e->newstate = new;
 			e->o = *o;
-			e->family = ctx->family;
-			e->sport = ctx->sport;
-			e->dport = ctx->dport;
-			if (ctx->family == AF_INET6) {
-				__builtin_memcpy(e->saddr, ctx->saddr_v6, 16);
-				__builtin_memcpy(e->daddr, ctx->daddr_v6, 16);
-			} else {
-				__builtin_memcpy(e->saddr, ctx->saddr, 4);
-				__builtin_memcpy(e->daddr, ctx->daddr, 4);
-			}
-			e->netns = netns_of(ctx->skaddr);
+			put_sock_addrs(e, s);
+			e->netns = netns_of(s);
 			e->tgid = si->tgid;
 			e->cgroup = si->cgroup;
 			__builtin_memcpy(e->comm, si->comm, 16);
-			read_tcp(e, ctx->skaddr);
+			read_tcp(e, s);
 			bpf_ringbuf_submit(e, 0);
 		}
 		if (new == TCP_CLOSE)
 			bpf_map_delete_elem(&socks, &sk);
 		return 0;
 	}
-	if (new == TCP_CLOSE)
-		bpf_map_delete_elem(&socks, &sk);
+	// A closing socket leaves the maps; most were never in them (accepted sockets), and a
+	// lookup costs less than a delete that finds nothing.
+	if (new == TCP_CLOSE) {
+		end_burst(s, 1);
+		if (bpf_map_lookup_elem(&socks, &sk))
+			bpf_map_delete_elem(&socks, &sk);
+	}
 	return 0;
 }
 
@@ -480,5 +757,183 @@ int on_cong_state(struct tp_tcp_cong_state_set *ctx)
 		return 0;
 	send_socket_event(EV_LOSS, (__u64)ctx->skaddr, ctx->skaddr, ctx->family, ctx->sport,
 			  ctx->dport, ctx->saddr, ctx->daddr, ctx->saddr_v6, ctx->daddr_v6);
+	return 0;
+}
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define TH_SYN 0x02
+#define TH_RST 0x04
+#define TH_ACK 0x10
+
+// A packet this host received and dropped. Followed: a pure SYN (its sender waits for a
+// retry: a SYN that met TIME-WAIT, a firewall, PAWS) and a final handshake ACK dropped by a
+// full accept queue; both are rare, so this runs little on a healthy host. A SYN to a closed
+// port is answered by a reset (a refusal, not a wait) and is left out.
+SEC("tracepoint/skb/kfree_skb")
+int on_drop(struct tp_kfree_skb *ctx)
+{
+	// Server sockets have no connect() caller: a --pid or --cgroup watch leaves them out.
+	if (target_tgid || target_cgroup)
+		return 0;
+	__u16 proto = ctx->protocol;
+	if (proto != ETH_P_IP && proto != ETH_P_IPV6)
+		return 0;
+	__u32 reason = ctx->reason;
+	if (reason == drop_no_socket)
+		return 0;
+	const struct sk_buff *skb = ctx->skbaddr;
+	// Received packets only: a locally sent one has no input interface.
+	if (BPF_CORE_READ(skb, skb_iif) == 0)
+		return 0;
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u16 th = BPF_CORE_READ(skb, transport_header);
+	if (nh == 0xffff || th == 0xffff || th <= nh)
+		return 0;
+	__u8 ip[40];
+	struct flow f = {};
+	if (proto == ETH_P_IP) {
+		if (bpf_probe_read_kernel(ip, 20, head + nh))
+			return 0;
+		if ((ip[0] >> 4) != 4 || ip[9] != IPPROTO_TCP)
+			return 0;
+		f.family = AF_INET;
+		__builtin_memcpy(f.raddr, ip + 12, 4);
+		__builtin_memcpy(f.laddr, ip + 16, 4);
+	} else {
+		if (bpf_probe_read_kernel(ip, 40, head + nh))
+			return 0;
+		// Extension headers are not walked: their TCP packets are not followed.
+		if ((ip[0] >> 4) != 6 || ip[6] != IPPROTO_TCP)
+			return 0;
+		f.family = AF_INET6;
+		__builtin_memcpy(f.raddr, ip + 8, 16);
+		__builtin_memcpy(f.laddr, ip + 24, 16);
+	}
+	__u8 tcp[14];
+	if (bpf_probe_read_kernel(tcp, sizeof(tcp), head + th))
+		return 0;
+	__u8 flags = tcp[13];
+	int pure_syn = (flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN;
+	if (!pure_syn && reason != drop_listen_overflow)
+		return 0;
+	f.rport = ((__u16)tcp[0] << 8) | tcp[1];
+	f.lport = ((__u16)tcp[2] << 8) | tcp[3];
+	const struct sock *rx = ctx->rx_sk;
+	__u32 rx_state = 0;
+	if (rx) {
+		rx_state = BPF_CORE_READ(rx, __sk_common.skc_state);
+		f.netns = netns_of(rx);
+	} else {
+		f.netns = BPF_CORE_READ(skb, dev, nd_net.net, ns.inum);
+	}
+	if (!wanted_netns(f.netns))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 listener = rx_state == TCP_LISTEN ? (__u64)rx : 0;
+	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
+	struct dropped nd = {.first_ns = now, .last_ns = now, .drops = 1, .reason = reason,
+			     .rx_state = rx_state, .listener = listener};
+	if (d) {
+		d->last_ns = now;
+		d->drops += 1;
+		d->reason = reason;
+		if (rx_state)
+			d->rx_state = rx_state;
+		if (listener)
+			d->listener = listener;
+		nd = *d;
+	} else {
+		bpf_map_update_elem(&drops, &f, &nd, BPF_ANY);
+	}
+	__u32 k = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_drop, &k);
+	if (last)
+		*last = now;
+	struct event *e = reserve();
+	if (!e)
+		return 0;
+	e->kind = EV_DROP;
+	e->sk = (__u64)rx;
+	put_flow(e, &f);
+	e->o.syn_ns = nd.first_ns;
+	e->o.last_syn_ns = nd.last_ns;
+	e->drops = nd.drops;
+	e->drop_reason = reason;
+	e->rx_state = rx_state;
+	put_owner(e, nd.listener);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+// The initial window a restart falls back to (TCP_INIT_CWND; a route's initcwnd can raise it,
+// which this does not read: user space says so).
+#define TCP_INIT_CWND 10
+
+// A write on a socket that has sent nothing for longer than its RTO and has nothing in flight:
+// the kernel restarts its congestion window (tcp_cwnd_restart, called when this write's first
+// segment is queued), unless net.ipv4.tcp_slow_start_after_idle is 0 in its namespace or its
+// congestion control sets the rate itself (BBR). Fires before the restart, so the window the
+// connection had is still there to read. A raw tracepoint: its record has no socket.
+SEC("raw_tracepoint/tcp_sendmsg_locked")
+int on_sendmsg(struct bpf_raw_tracepoint_args *ctx)
+{
+	const void *skaddr = (const void *)ctx->args[0];
+	const struct tcp_sock *tp = skaddr;
+	if (BPF_CORE_READ(tp, packets_out))
+		return 0;
+	// Nothing in flight: the previous burst, if a restart began it, is over.
+	end_burst(skaddr, 0);
+	const struct inet_connection_sock *icsk = skaddr;
+	__u32 idle = (__u32)bpf_jiffies64() - BPF_CORE_READ(tp, lsndtime);
+	__u32 rto = BPF_CORE_READ(icsk, icsk_rto);
+	if ((__s32)idle <= (__s32)rto)
+		return 0;
+	__u32 cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	if (cwnd <= TCP_INIT_CWND)
+		return 0;
+	if (BPF_CORE_READ(icsk, icsk_ca_ops, cong_control))
+		return 0;
+	const struct sock *s = skaddr;
+	if (!BPF_CORE_READ(s, __sk_common.skc_net.net, ipv4.sysctl_tcp_slow_start_after_idle))
+		return 0;
+	if (!data_state(skaddr))
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (target_tgid && tgid != target_tgid)
+		return 0;
+	__u64 cgroup = bpf_get_current_cgroup_id();
+	if (target_cgroup && cgroup != target_cgroup)
+		return 0;
+	__u32 ns = netns_of(skaddr);
+	if (!wanted_netns(ns))
+		return 0;
+	struct event *e = reserve();
+	if (!e)
+		return 0;
+	e->kind = EV_RESTART;
+	e->sk = (__u64)skaddr;
+	e->netns = ns;
+	e->tgid = tgid;
+	e->cgroup = cgroup;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	put_sock_addrs(e, s);
+	const struct msghdr *msg = (const void *)ctx->args[1];
+	__u64 left = BPF_CORE_READ(msg, msg_iter.count);
+	e->bytes = left > 0xffffffffULL ? 0xffffffff : (__u32)left;
+	e->idle_jiffies = idle;
+	e->ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	read_tcp(e, skaddr);
+	bpf_ringbuf_submit(e, 0);
+	__u64 sk = (__u64)skaddr;
+	struct burst b = {.jiffies = (__u32)bpf_jiffies64(), .write_seq = BPF_CORE_READ(tp, write_seq)};
+	if (bpf_map_update_elem(&bursts, &sk, &b, BPF_NOEXIST) == 0) {
+		__u32 k = 0;
+		__u64 *open = bpf_map_lookup_elem(&bursts_open, &k);
+		if (open)
+			__sync_fetch_and_add(open, 1);
+	}
 	return 0;
 }
