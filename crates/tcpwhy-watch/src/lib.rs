@@ -1,11 +1,13 @@
 //! # tcpwhy-watch: the causes of TCP latency named live from the kernel, with no capture
 //!
-//! BPF programs on tracepoints only (sock:inet_sock_set_state, tcp:tcp_retransmit_skb,
-//! tcp:tcp_send_reset, tcp:tcp_receive_reset, tcp:tcp_cong_state_set) keep each connect()'s
-//! state in BPF maps and send an event when something is decided (`bpf/watch.bpf.c`);
-//! [`judge`] turns the events into connect records and findings with analyze's ids, costs
-//! and fixes. Before attaching, each tracepoint's record layout is checked against the
-//! running kernel's format file, and reset reasons are named from it.
+//! BPF programs on tracepoints only (tcp:tcp_retransmit_skb, tcp:tcp_send_reset,
+//! tcp:tcp_cong_state_set and skb:kfree_skb by their records; sock:inet_sock_set_state,
+//! tcp:tcp_receive_reset and tcp:tcp_sendmsg_locked BTF-typed) keep each connection's state in
+//! BPF maps and send an event when something is decided (`bpf/watch.bpf.c`); [`judge`] turns
+//! the events into connect records and findings with analyze's ids, costs and fixes. Before
+//! attaching, each record-reading program's layout is checked against the running kernel's
+//! format file (a BTF-typed program is checked by the verifier against the kernel's BTF), and
+//! reset and drop reasons are named from the format files.
 //!
 //! Architecture invariant: this crate changes nothing on the host but what watching needs
 //! (BPF programs and maps, which go with the process, and tracefs, mounted when absent and
@@ -46,6 +48,9 @@ pub struct Tracepoint {
     /// A raw tracepoint: the program reads the tracepoint's arguments (its TP_PROTO), not its
     /// record, so there is no layout to check beyond the tracepoint being there.
     pub raw: bool,
+    /// A BTF-typed raw tracepoint (tp_btf): the arguments are typed from the kernel's BTF,
+    /// so the program reads the socket directly.
+    pub btf: bool,
     pub fields: &'static [(&'static str, usize, usize)],
 }
 
@@ -55,6 +60,7 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         category: "sock",
         name: "inet_sock_set_state",
         raw: true,
+        btf: true,
         fields: &[],
     },
     Tracepoint {
@@ -62,6 +68,7 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         category: "tcp",
         name: "tcp_retransmit_skb",
         raw: false,
+        btf: false,
         fields: &[
             ("skaddr", 16, 8),
             ("state", 24, 4),
@@ -79,20 +86,23 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         category: "tcp",
         name: "tcp_send_reset",
         raw: false,
+        btf: false,
         fields: &[("skaddr", 16, 8), ("state", 24, 4), ("reason", 28, 4)],
     },
     Tracepoint {
         program: "on_receive_reset",
         category: "tcp",
         name: "tcp_receive_reset",
-        raw: false,
-        fields: &[("skaddr", 8, 8)],
+        raw: true,
+        btf: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_cong_state",
         category: "tcp",
         name: "tcp_cong_state_set",
         raw: false,
+        btf: false,
         fields: &[
             ("skaddr", 8, 8),
             ("sport", 16, 2),
@@ -110,6 +120,7 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         category: "skb",
         name: "kfree_skb",
         raw: false,
+        btf: false,
         fields: &[
             ("skbaddr", 8, 8),
             ("rx_sk", 24, 8),
@@ -122,6 +133,7 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         category: "tcp",
         name: "tcp_sendmsg_locked",
         raw: true,
+        btf: true,
         fields: &[],
     },
 ];
@@ -588,12 +600,23 @@ pub fn run(
         .set_global("drop_no_socket", &no_socket, true)
         .load(object)
         .map_err(|e| io::Error::other(format!("loading the BPF programs: {e:?}")))?;
+    // The kernel's BTF, parsed once for the BTF-typed tracepoints.
+    let mut btf: Option<aya::Btf> = None;
     for tp in usable {
         let attached = bpf
             .program_mut(tp.program)
             .ok_or_else(|| format!("no program {}", tp.program))
             .and_then(|p| {
-                if tp.raw {
+                if tp.btf {
+                    let p: &mut aya::programs::BtfTracePoint =
+                        p.try_into().map_err(|e| format!("{e}"))?;
+                    if btf.is_none() {
+                        btf = Some(aya::Btf::from_sys_fs().map_err(|e| format!("{e}"))?);
+                    }
+                    let btf = btf.as_ref().ok_or("no BTF")?;
+                    p.load(tp.name, btf).map_err(|e| format!("{e}"))?;
+                    p.attach().map(|_| ()).map_err(|e| format!("{e}"))
+                } else if tp.raw {
                     let p: &mut aya::programs::RawTracePoint =
                         p.try_into().map_err(|e| format!("{e}"))?;
                     p.load().map_err(|e| format!("{e}"))?;

@@ -152,10 +152,6 @@ struct tp_tcp_send_reset {
 	unsigned int reason;    // 28
 };
 
-struct tp_tcp_receive_reset {
-	struct tp_common h;
-	const void *skaddr;     // 8
-};
 
 struct tp_kfree_skb {
 	struct tp_common h;
@@ -601,23 +597,24 @@ static __always_inline void accepted(const struct sock *s)
 }
 
 // Every state change of every inet socket (TCP's and others': the protocol is read only on
-// the paths that act). A raw tracepoint: the kernel hands over (sk, oldstate, newstate)
-// without filling a record, which matters at tens of thousands of connections a second; the
-// arguments are the tracepoint's TP_PROTO, unchanged since Linux 4.16.
-SEC("raw_tracepoint/inet_sock_set_state")
-int on_state(struct bpf_raw_tracepoint_args *ctx)
+// the paths that act). A BTF-typed raw tracepoint: the kernel hands over (sk, oldstate,
+// newstate) without filling a record, and the socket is read directly, which matters at tens
+// of thousands of connections a second; the arguments are the tracepoint's TP_PROTO,
+// unchanged since Linux 4.16.
+SEC("tp_btf/inet_sock_set_state")
+int on_state(__u64 *ctx)
 {
-	const struct sock *s = (const void *)ctx->args[0];
-	int old = ctx->args[1], new = ctx->args[2];
+	const struct sock *s = (const void *)ctx[0];
+	int old = ctx[1], new = ctx[2];
 	__u64 sk = (__u64)s;
 	if (old == TCP_SYN_RECV && new == TCP_ESTABLISHED) {
-		if (BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) == IPPROTO_TCP)
+		if (s->sk_protocol == IPPROTO_TCP)
 			accepted(s);
 		return 0;
 	}
 	if (new == TCP_LISTEN) {
 		// listen(): process context; the owner names the server when its queue drops.
-		if (target_tgid || target_cgroup || BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) != IPPROTO_TCP)
+		if (target_tgid || target_cgroup || s->sk_protocol != IPPROTO_TCP)
 			return 0;
 		struct sockinfo si = {.tgid = bpf_get_current_pid_tgid() >> 32,
 				      .cgroup = bpf_get_current_cgroup_id()};
@@ -626,7 +623,7 @@ int on_state(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	}
 	if (new == TCP_SYN_SENT) {
-		if (BPF_CORE_READ_BITFIELD_PROBED(s, sk_protocol) != IPPROTO_TCP)
+		if (s->sk_protocol != IPPROTO_TCP)
 			return 0;
 		// connect(): process context, so the caller is the owner.
 		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -730,14 +727,15 @@ int on_send_reset(struct tp_tcp_send_reset *ctx)
 	return 0;
 }
 
-SEC("tracepoint/tcp/tcp_receive_reset")
-int on_receive_reset(struct tp_tcp_receive_reset *ctx)
+// BTF-typed (tcp_receive_reset(struct sock *sk)): every reset any socket receives comes
+// here, so the state is read directly, before any map lookup.
+SEC("tp_btf/tcp_receive_reset")
+int on_receive_reset(__u64 *ctx)
 {
-	// Only a socket in SYN-SENT: read its state before any map lookup (every reset a
-	// server receives comes here too).
-	if (state_of(ctx->skaddr) != TCP_SYN_SENT)
+	const struct sock *s = (const void *)ctx[0];
+	if (s->__sk_common.skc_state != TCP_SYN_SENT)
 		return 0;
-	__u64 sk = (__u64)ctx->skaddr;
+	__u64 sk = (__u64)s;
 	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
 	if (!si || !si->opening)
 		return 0;
@@ -876,13 +874,15 @@ int on_drop(struct tp_kfree_skb *ctx)
 // segment is queued), unless net.ipv4.tcp_slow_start_after_idle is 0 in its namespace or its
 // congestion control sets the rate itself (BBR). Fires before the restart, so the window the
 // connection had is still there to read. A raw tracepoint: its record has no socket.
-SEC("raw_tracepoint/tcp_sendmsg_locked")
-int on_sendmsg(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/tcp_sendmsg_locked")
+int on_sendmsg(__u64 *ctx)
 {
-	const void *skaddr = (const void *)ctx->args[0];
-	const struct tcp_sock *tp = skaddr;
-	if (BPF_CORE_READ(tp, packets_out))
+	// A BTF-typed tracepoint: the socket is a pointer the verifier knows, read directly (a
+	// load, not a helper call) on this path that runs for every chunk a write queues.
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)ctx[0]);
+	if (!tp || tp->packets_out)
 		return 0;
+	const void *skaddr = tp;
 	// Nothing in flight: the previous burst, if a restart began it, is over.
 	end_burst(skaddr, 0);
 	const struct inet_connection_sock *icsk = skaddr;
@@ -920,7 +920,7 @@ int on_sendmsg(struct bpf_raw_tracepoint_args *ctx)
 	e->cgroup = cgroup;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	put_sock_addrs(e, s);
-	const struct msghdr *msg = (const void *)ctx->args[1];
+	const struct msghdr *msg = (const void *)ctx[1];
 	__u64 left = BPF_CORE_READ(msg, msg_iter.count);
 	e->bytes = left > 0xffffffffULL ? 0xffffffff : (__u32)left;
 	e->idle_jiffies = idle;
