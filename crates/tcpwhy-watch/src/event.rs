@@ -24,6 +24,12 @@ pub const EV_RESTART: u32 = 6;
 /// or the socket closed): its bytes, and the jiffies from the restart to its last data sent
 /// (in `idle_jiffies`).
 pub const EV_BURST_END: u32 = 7;
+/// `EV_ZERO_WINDOW`: the peer's window opened again after being zero; the stall's jiffies
+/// (from the ACK that closed it to the one that opened it) are in `idle_jiffies`.
+pub const EV_ZERO_WINDOW: u32 = 8;
+/// `EV_DSACK`: a socket that resent after a timeout received a D-SACK since: the resend was
+/// not needed.
+pub const EV_DSACK: u32 = 9;
 
 /// TCP states as the kernel numbers them (include/net/tcp_states.h).
 pub const TCP_ESTABLISHED: u32 = 1;

@@ -27,8 +27,8 @@
 //!   window (slow start) against the window it had (at one smoothed round trip each).
 
 use crate::event::{
-    Event, EV_ACCEPT, EV_BURST_END, EV_CONNECT, EV_DROP, EV_LOSS, EV_PROBE, EV_RESTART,
-    TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT,
+    Event, EV_ACCEPT, EV_BURST_END, EV_CONNECT, EV_DROP, EV_DSACK, EV_LOSS, EV_PROBE, EV_RESTART,
+    EV_ZERO_WINDOW, TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT,
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -130,6 +130,7 @@ pub const IDS: &[(&str, &[&str])] = &[
         &["skb:kfree_skb", "sock:inet_sock_set_state"],
     ),
     ("slow-start-restart", &["tcp:tcp_sendmsg_locked"]),
+    ("zero-window", &["tcp:tcp_probe"]),
 ];
 
 /// What `tcpwhy explain ID` says of watch: how it sees the cause, or why it does not.
@@ -140,7 +141,7 @@ pub fn visibility(id: &str) -> String {
         "syn-refused" => "Seen: a reset received in SYN-SENT (tcp:tcp_receive_reset); cost from the first SYN to the socket's close.",
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
         "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the extra round trips the write needs from the restarted window (slow start) against the window it had, at the smoothed round trip. Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
-        "zero-window" => "Not seen yet: the window the peer advertises is in tcp:tcp_probe, which fires on every received segment; watching it costs a program run per packet.",
+        "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies). A connection that ends while its window is zero is not reported.",
         "accept-queue-full" => "Seen at the server when the handshake's last ACK is dropped because the accept queue is full (skb:kfree_skb, reason TCP_LISTEN_OVERFLOW); cost from the first drop to the handshake's end. SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
@@ -220,6 +221,11 @@ const CLIENT_KEPT_NS: u64 = 10_000_000_000;
 const DROP_TTL_NS: u64 = 130_000_000_000;
 /// How long a restarting write waits for its burst's end before it is estimated.
 const BURST_WAIT_NS: u64 = 30_000_000_000;
+/// How long a timeout's finding waits for a D-SACK: four smoothed round trips, within these
+/// (the D-SACK is seen at the segment after the one that carries it, which a shut window can
+/// hold back for hundreds of milliseconds).
+const RESEND_WAIT_MIN_NS: u64 = 1_000_000_000;
+const RESEND_WAIT_MAX_NS: u64 = 3_000_000_000;
 
 /// Turns events into records and findings, remembering each socket's timeout episode.
 #[derive(Debug, Default)]
@@ -232,6 +238,10 @@ pub struct Judge {
     clients: HashMap<Pair, u64>,
     /// Drops not yet followed by their handshake: the last drop event of each 4-tuple.
     pending: HashMap<(u32, Pair), Event>,
+    /// Timeout findings waiting for a D-SACK that would prove their resend unneeded.
+    resends: Vec<(u64, u64, WatchFinding)>,
+    /// Timeout resends a D-SACK proved unneeded: not findings.
+    pub spurious_resends: u64,
     /// Restarting writes whose burst has not ended yet, by socket.
     restarts: HashMap<u64, Event>,
     /// Server-side findings folded into the client's finding of the same connection.
@@ -261,7 +271,23 @@ impl Judge {
                 }
                 (Some(c), f)
             }
-            EV_LOSS | EV_PROBE => (None, self.timeout(e)),
+            EV_LOSS | EV_PROBE => {
+                // Held until a D-SACK could have said the resend was not needed: the D-SACK
+                // comes a round trip after the resend, and is seen at the segment after it.
+                if let Some(f) = self.timeout(e) {
+                    let wait = (4 * u64::from(e.srtt_us) * 1000)
+                        .clamp(RESEND_WAIT_MIN_NS, RESEND_WAIT_MAX_NS);
+                    self.resends.push((e.ts_ns + wait, e.sk, f));
+                }
+                (None, None)
+            }
+            EV_DSACK => {
+                let before = self.resends.len();
+                self.resends
+                    .retain(|(_, sk, f)| *sk != e.sk || f.end_ns > e.ts_ns);
+                self.spurious_resends += (before - self.resends.len()) as u64;
+                (None, None)
+            }
             EV_DROP => {
                 self.pending
                     .insert((e.netns, (e.remote, e.local)), e.clone());
@@ -281,6 +307,7 @@ impl Judge {
                     .and_then(|r| self.kernel.restart_finding(&r, None));
                 (None, f)
             }
+            EV_ZERO_WINDOW => (None, self.kernel.zero_window_finding(e)),
             EV_BURST_END => {
                 let f = self
                     .restarts
@@ -344,6 +371,11 @@ impl Judge {
             .partition(|(t, _, _)| *t <= now_ns);
         self.held = held;
         let mut out: Vec<WatchFinding> = ready.into_iter().map(|(_, _, f)| f).collect();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resends)
+            .into_iter()
+            .partition(|(t, _, _)| *t <= now_ns);
+        self.resends = waiting;
+        out.extend(ready.into_iter().map(|(_, _, f)| f));
         // Bursts whose end is not seen within BURST_WAIT_NS (a connection left idle after
         // it) are estimated rather than kept waiting.
         let late: Vec<u64> = self
@@ -591,6 +623,30 @@ impl Kernel {
             "met_state": state_name(e.rx_state),
             "first_drop_to_last_ms": e.last_syn_ns.saturating_sub(e.syn_ns) as f64 / 1e6,
             "completed": completed,
+        });
+        Some(f)
+    }
+
+    /// A stall on a zero window, from the ACK that closed it to the one that opened it.
+    fn zero_window_finding(&self, e: &Event) -> Option<WatchFinding> {
+        let hz = u64::from(self.hz?.max(1));
+        let cost = u64::from(e.idle_jiffies) * 1_000_000_000 / hz;
+        if cost == 0 {
+            return None;
+        }
+        let start = e.ts_ns.saturating_sub(cost);
+        let mut f = finding("zero-window", e, (start, e.ts_ns), cost);
+        f.explanation = format!(
+            "{} -> {} ({}): the peer advertised a zero window for {}: its application was not reading, and this side could send nothing but window probes until the window opened again.",
+            e.local,
+            e.remote,
+            who(&f.process),
+            ms(cost),
+        );
+        f.fix = "make the receiving application read faster (or larger receive buffers if it reads in bursts)".into();
+        f.evidence = json!({
+            "stall_ms": cost as f64 / 1e6,
+            "srtt_ms": f64::from(e.srtt_us) / 1e3,
         });
         Some(f)
     }
@@ -899,6 +955,56 @@ mod tests {
         assert_eq!((f.id, f.cost_ns), ("syn-refused", MS / 10));
     }
 
+    /// A timeout's finding, once its wait for a D-SACK is over (nothing else is pending).
+    fn resend(j: &mut Judge, e: &Event) -> Option<WatchFinding> {
+        assert_eq!(j.judge(e), (None, None));
+        let mut f = j.due(u64::MAX);
+        assert!(f.len() <= 1);
+        f.pop()
+    }
+
+    #[test]
+    fn a_resend_the_receiver_d_sacks_is_not_a_finding() {
+        // The tail-loss probe of the test below, then a D-SACK from the receiver 25 ms later
+        // (it had the data: the probe was not needed, as in a zero-window stall on loopback
+        // where the sender's timer fired while the receiver's window was shut).
+        let mut j = kernel();
+        let probe = Event {
+            kind: EV_PROBE,
+            sk: 7,
+            ts_ns: 10_000 * MS,
+            rcv_tstamp: 1_000,
+            rcv_age: 56,
+            srtt_us: 20_000,
+            ..opening()
+        };
+        assert_eq!(j.judge(&probe), (None, None));
+        // Held four round trips (80 ms) but at least a second.
+        assert!(j.due(10_000 * MS + RESEND_WAIT_MIN_NS - 1).is_empty());
+        let dsack = Event {
+            kind: EV_DSACK,
+            sk: 7,
+            ts_ns: 10_025 * MS,
+            ..Event::default()
+        };
+        assert_eq!(j.judge(&dsack), (None, None));
+        assert!(j.due(u64::MAX).is_empty());
+        assert_eq!(j.spurious_resends, 1);
+        // A D-SACK on another socket, or before the resend, proves nothing about it.
+        let mut j = kernel();
+        j.judge(&probe);
+        j.judge(&Event {
+            sk: 8,
+            ..dsack.clone()
+        });
+        j.judge(&Event {
+            ts_ns: 9_000 * MS,
+            ..dsack
+        });
+        assert_eq!(j.due(u64::MAX).len(), 1);
+        assert_eq!(j.spurious_resends, 0);
+    }
+
     #[test]
     fn timeouts_cost_from_the_lost_data_to_each_resend() {
         // The lab's tail-loss shape at HZ=250: the server's smoothed round trip is 20 ms; its
@@ -917,7 +1023,7 @@ mod tests {
             comm: String::new(),
             ..opening()
         };
-        let f = j.judge(&probe).1.unwrap();
+        let f = resend(&mut j, &probe).unwrap();
         assert_eq!((f.id, f.cost_ns), ("rto-retransmission", 244 * MS));
         assert_eq!(f.start_ns, 10_000 * MS - 244 * MS);
         assert_eq!(f.evidence["timer"], "tail loss probe");
@@ -933,7 +1039,7 @@ mod tests {
             rcv_age: 176,
             ..probe.clone()
         };
-        let f = j.judge(&rto).1.unwrap();
+        let f = resend(&mut j, &rto).unwrap();
         assert_eq!(f.cost_ns, 480 * MS);
         assert_eq!(f.evidence["backoff"], true);
         assert!(f.explanation.contains("RTO 220 ms"), "{}", f.explanation);
@@ -944,18 +1050,18 @@ mod tests {
             rcv_age: 50,
             ..rto.clone()
         };
-        let f = j.judge(&later).1.unwrap();
+        let f = resend(&mut j, &later).unwrap();
         assert_eq!(f.cost_ns, 220 * MS);
         assert_eq!(f.evidence["backoff"], false);
         // Another socket with the same ACK time is its own episode.
         let other = Event { sk: 8, ..later };
-        assert_eq!(j.judge(&other).1.unwrap().cost_ns, 220 * MS);
+        assert_eq!(resend(&mut j, &other).unwrap().cost_ns, 220 * MS);
         // Without CONFIG_HZ the jiffies cannot be priced: no finding rather than a guess.
         let mut k = Judge::new(Kernel {
             hz: None,
             ..Kernel::default()
         });
-        assert!(k.judge(&probe).1.is_none());
+        assert!(resend(&mut k, &probe).is_none());
     }
 
     /// The server's view of the stale-state opening above (10.0.0.2:80 <- 10.0.0.1:41001):
@@ -1199,5 +1305,25 @@ mod tests {
             })
             .1
             .is_none());
+    }
+
+    #[test]
+    fn a_zero_window_costs_its_stall() {
+        // 125 jiffies at HZ 250: 500 ms from the ACK that closed the window to the one that
+        // opened it.
+        let e = Event {
+            kind: EV_ZERO_WINDOW,
+            ts_ns: 9_000 * MS,
+            idle_jiffies: 125,
+            ..opening()
+        };
+        let f = kernel().judge(&e).1.unwrap();
+        assert_eq!((f.id, f.cost_ns), ("zero-window", 500 * MS));
+        assert_eq!(f.start_ns, 8_500 * MS);
+        assert!(
+            f.explanation.contains("zero window for 500 ms"),
+            "{}",
+            f.explanation
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! # tcpwhy-watch: the causes of TCP latency named live from the kernel, with no capture
 //!
-//! BPF programs on tracepoints only (tcp:tcp_retransmit_skb, tcp:tcp_send_reset,
-//! tcp:tcp_cong_state_set and skb:kfree_skb by their records; sock:inet_sock_set_state,
-//! tcp:tcp_receive_reset and tcp:tcp_sendmsg_locked BTF-typed) keep each connection's state in
+//! BPF programs on tracepoints only (tcp:tcp_send_reset and skb:kfree_skb by their records;
+//! sock:inet_sock_set_state, tcp:tcp_retransmit_skb, tcp:tcp_receive_reset,
+//! tcp:tcp_cong_state_set, tcp:tcp_probe and tcp:tcp_sendmsg_locked BTF-typed) keep each connection's state in
 //! BPF maps and send an event when something is decided (`bpf/watch.bpf.c`); [`judge`] turns
 //! the events into connect records and findings with analyze's ids, costs and fixes. Before
 //! attaching, each record-reading program's layout is checked against the running kernel's
@@ -67,19 +67,9 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_retransmit",
         category: "tcp",
         name: "tcp_retransmit_skb",
-        raw: false,
-        btf: false,
-        fields: &[
-            ("skaddr", 16, 8),
-            ("state", 24, 4),
-            ("sport", 28, 2),
-            ("dport", 30, 2),
-            ("family", 32, 2),
-            ("saddr", 34, 4),
-            ("daddr", 38, 4),
-            ("saddr_v6", 42, 16),
-            ("daddr_v6", 58, 16),
-        ],
+        raw: true,
+        btf: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_send_reset",
@@ -101,19 +91,9 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_cong_state",
         category: "tcp",
         name: "tcp_cong_state_set",
-        raw: false,
-        btf: false,
-        fields: &[
-            ("skaddr", 8, 8),
-            ("sport", 16, 2),
-            ("dport", 18, 2),
-            ("family", 20, 2),
-            ("saddr", 22, 4),
-            ("daddr", 26, 4),
-            ("saddr_v6", 30, 16),
-            ("daddr_v6", 46, 16),
-            ("cong_state", 62, 1),
-        ],
+        raw: true,
+        btf: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_drop",
@@ -127,6 +107,14 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
             ("protocol", 32, 2),
             ("reason", 36, 4),
         ],
+    },
+    Tracepoint {
+        program: "on_probe",
+        category: "tcp",
+        name: "tcp_probe",
+        raw: true,
+        btf: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_sendmsg",
@@ -276,6 +264,8 @@ pub struct Summary {
     /// 4-tuples with one dropped SYN and no handshake after it while watched: a wait that
     /// cannot be priced.
     pub unresolved_drops: u64,
+    /// Timeout resends a D-SACK proved unneeded (the receiver had the data): not findings.
+    pub spurious_resends: u64,
     /// The tracepoints attached (`category:name`).
     pub attached: Vec<String>,
     /// One line per tracepoint that could not be used, and which findings that removes.
@@ -735,6 +725,7 @@ pub fn run(
         finding(&mut summary, f, &mut out)?;
     }
     summary.folded = judge.folded;
+    summary.spurious_resends = judge.spurious_resends;
     summary.unresolved_drops = judge.unresolved_drops;
     summary.seconds = start.elapsed().as_secs_f64();
     summary.events_lost = lost.get(&0, 0).unwrap_or(0);

@@ -213,6 +213,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "findings": s.findings.iter().map(|(id, (n, ns))| (id.to_string(), json!({"count": n, "ms_lost": *ns as f64 / 1e6}))).collect::<serde_json::Map<_, _>>(),
         "folded_server_findings": s.folded,
         "unresolved_drops": s.unresolved_drops,
+        "spurious_resends": s.spurious_resends,
         "attached": s.attached,
         "unavailable": s.unavailable,
     })
@@ -255,6 +256,14 @@ fn text_summary(out: &mut dyn Write, s: &Summary) -> io::Result<()> {
             "{} server-side finding{} folded into the client's finding of the same connection (both ends watched here): counted once.",
             s.folded,
             if s.folded == 1 { "" } else { "s" }
+        )?;
+    }
+    if s.spurious_resends > 0 {
+        writeln!(
+            out,
+            "{} timeout resend{} proved unneeded by the receiver's D-SACK (it had the data): not counted above.",
+            s.spurious_resends,
+            if s.spurious_resends == 1 { "" } else { "s" }
         )?;
     }
     if s.unresolved_drops > 0 {

@@ -444,6 +444,88 @@ fn cgroup_filter_keeps_the_cgroups_connections_and_names_it() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a cgroup v2 directory"));
 }
 
+#[test]
+fn a_receiver_that_stops_reading_is_a_zero_window_and_its_d_sacked_resends_are_not_loss() {
+    let Some(_serial) = root_or_skip() else {
+        return;
+    };
+    // On loopback: a receiver with an 8 kB buffer that reads nothing for 0.6 s, reads about
+    // 1 MB, stops again for 0.4 s, then reads the rest of 2 MB. Its window is zero twice
+    // (analyze on a capture of this run: 2 stalls, 873 ms). The sender's timers fire
+    // while the window is shut and the receiver D-SACKs those resends: it had the data, so
+    // they are no loss (analyze: spurious-retransmission, nothing lost).
+    let port = free_port();
+    let script = format!(
+        r#"
+import socket, threading, time
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+srv.bind(('127.0.0.1', {port})); srv.listen(1)
+def recv():
+    c, _ = srv.accept()
+    got = 0
+    for pause in (0.6, 0.4):
+        time.sleep(pause)
+        c.settimeout(0.2)
+        try:
+            while got < 2_000_000:
+                b = c.recv(65536)
+                if not b: break
+                got += len(b)
+                if got > 1_000_000 and pause == 0.6: break
+        except socket.timeout:
+            pass
+    c.settimeout(5)
+    while got < 2_000_000:
+        b = c.recv(65536)
+        if not b: break
+        got += len(b)
+    c.close()
+t = threading.Thread(target=recv); t.start()
+s = socket.create_connection(('127.0.0.1', {port}))
+s.sendall(b'x' * 2_000_000)
+time.sleep(1.5)
+s.close(); t.join()
+"#
+    );
+    let watch = start_watch();
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python3");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (f, summary) = stop_watch(watch);
+    let ours = |v: &&Value| {
+        v["local"] == format!("127.0.0.1:{port}") || v["remote"] == format!("127.0.0.1:{port}")
+    };
+    let zw: Vec<&Value> = f
+        .iter()
+        .filter(ours)
+        .filter(|v| v["id"] == "zero-window")
+        .collect();
+    let ms: f64 = zw.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
+    assert_eq!(zw.len(), 2, "{zw:?}");
+    // The stalls are the pauses less the time to fill the buffer and the reads between.
+    assert!((600.0..=1000.0).contains(&ms), "{ms} ms: {zw:?}");
+    assert!(zw
+        .iter()
+        .all(|v| v["remote"] == format!("127.0.0.1:{port}")));
+    let lost: Vec<&Value> = f
+        .iter()
+        .filter(ours)
+        .filter(|v| v["id"] == "rto-retransmission")
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "resends the receiver D-SACKed named as loss: {lost:?} {summary}"
+    );
+}
+
 /// The cgroup2 mount, as tcpwhy watch finds it.
 fn tcpwhy_watch_cgroup2_root() -> Option<std::path::PathBuf> {
     std::fs::read_to_string("/proc/self/mounts")

@@ -98,6 +98,8 @@ struct tcp_sock {
 	__u32 packets_out;
 	__u32 write_seq;
 	__u32 snd_una;
+	__u32 snd_wnd;
+	__u32 dsack_dups;
 } __attribute__((preserve_access_index));
 
 struct iov_iter {
@@ -130,19 +132,6 @@ struct tp_common {
 };
 
 
-struct tp_tcp_retransmit_skb {
-	struct tp_common h;
-	const void *skbaddr;    // 8
-	const void *skaddr;     // 16
-	int state;              // 24
-	__u16 sport;            // 28
-	__u16 dport;            // 30
-	__u16 family;           // 32
-	__u8 saddr[4];          // 34
-	__u8 daddr[4];          // 38
-	__u8 saddr_v6[16];      // 42
-	__u8 daddr_v6[16];      // 58
-};
 
 struct tp_tcp_send_reset {
 	struct tp_common h;
@@ -163,18 +152,6 @@ struct tp_kfree_skb {
 	__u32 reason;           // 36
 };
 
-struct tp_tcp_cong_state_set {
-	struct tp_common h;
-	const void *skaddr;     // 8
-	__u16 sport;            // 16
-	__u16 dport;            // 18
-	__u16 family;           // 20
-	__u8 saddr[4];          // 22
-	__u8 daddr[4];          // 26
-	__u8 saddr_v6[16];      // 30
-	__u8 daddr_v6[16];      // 46
-	__u8 cong_state;        // 62
-};
 
 // ---- what is kept and what is sent ----
 
@@ -220,6 +197,8 @@ struct sockinfo {
 #define EV_ACCEPT 5
 #define EV_RESTART 6
 #define EV_BURST_END 7
+#define EV_ZERO_WINDOW 8
+#define EV_DSACK 9
 
 struct event {
 	__u64 ts_ns;  // CLOCK_MONOTONIC (bpf_ktime_get_ns)
@@ -255,7 +234,8 @@ struct event {
 	__u32 drops;
 	__u32 rx_state;     // the state of the socket the packet met (TIME-WAIT, LISTEN, ...)
 	// EV_BURST_END: the burst's bytes are in `bytes`, its time from the restart to its last
-	// data sent in `idle_jiffies`.
+	// data sent in `idle_jiffies`. EV_ZERO_WINDOW: the stall's jiffies in `idle_jiffies`,
+	// from the ACK that closed the window to the one that opened it.
 };
 
 // src/event.rs reads this layout; the size is checked on both sides.
@@ -334,6 +314,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } bursts_open SEC(".maps");
+
+// Sockets whose peer's window is zero: since when (jiffies of the ACK that closed it).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} zero_windows SEC(".maps");
+
+// Zero windows open (approximate: an LRU eviction is not counted down): a segment on a
+// socket whose window is open looks the socket up only while this is above zero.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} zero_windows_open SEC(".maps");
 
 // Longer than any SYN retry schedule (TCP_RTO_MAX is 120 s).
 #define DROP_HORIZON_NS 130000000000ULL
@@ -432,18 +429,68 @@ static __always_inline int data_state(const void *skaddr)
 	       state == TCP_LAST_ACK || state == TCP_CLOSING;
 }
 
-// Fills the event's socket fields and sends it, unless filtered out.
-static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *skaddr,
-					      __u16 family, __u16 sport, __u16 dport,
-					      const __u8 *saddr, const __u8 *daddr,
-					      const __u8 *saddr_v6, const __u8 *daddr_v6)
+// A socket's addresses and ports (local = this host's side) from its sock_common.
+static __always_inline void put_sock_addrs(struct event *e, const struct sock *s)
 {
+	e->family = BPF_CORE_READ(s, __sk_common.skc_family);
+	const struct inet_sock *inet = (const void *)s;
+	e->sport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
+	e->dport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
+	if (e->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, s, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&e->daddr, s, __sk_common.skc_v6_daddr);
+	} else {
+		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
+		__builtin_memcpy(e->saddr, &a, 4);
+		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
+		__builtin_memcpy(e->daddr, &a, 4);
+	}
+}
+
+// A resend's D-SACK check: the socket's count of D-SACK blocks received when it resent.
+// (Socket-local storage would suit it better; aya 0.13 cannot create that map type.)
+struct resend_mark {
+	__u32 dsack_dups;
+	__u32 pending;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct resend_mark);
+} resends SEC(".maps");
+
+// The last timeout resend's time: segments look their socket up in `resends` only within
+// RESEND_HORIZON_NS of one, so a host without timeouts pays nothing per segment.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_resend SEC(".maps");
+
+// Longer than user space waits for a D-SACK (RESEND_WAIT_MAX_NS in src/judge.rs).
+#define RESEND_HORIZON_NS 3000000000ULL
+
+static __always_inline int resend_recent(void)
+{
+	__u32 k = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_resend, &k);
+	return last && *last && bpf_ktime_get_ns() - *last < RESEND_HORIZON_NS;
+}
+
+// Sends a timeout's event (EV_PROBE, EV_LOSS) for a socket, unless filtered out, and marks
+// the socket so that a D-SACK for the resend (it was not lost) is reported.
+static __always_inline void send_socket_event(__u32 kind, const struct sock *s)
+{
+	__u64 sk = (__u64)s;
 	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
 	if (target_tgid && (!si || si->tgid != target_tgid))
 		return;
 	if (target_cgroup && (!si || si->cgroup != target_cgroup))
 		return;
-	__u32 ns = netns_of(skaddr);
+	__u32 ns = netns_of(s);
 	if (!wanted_netns(ns))
 		return;
 	struct event *e = reserve();
@@ -451,26 +498,24 @@ static __always_inline void send_socket_event(__u32 kind, __u64 sk, const void *
 		return;
 	e->kind = kind;
 	e->sk = sk;
-	e->family = family;
-	e->sport = sport;
-	e->dport = dport;
-	// Copied with a helper: the verifier refuses a load through a pointer into the
-	// record that was computed rather than written as a constant offset.
-	if (family == AF_INET6) {
-		bpf_probe_read_kernel(e->saddr, 16, saddr_v6);
-		bpf_probe_read_kernel(e->daddr, 16, daddr_v6);
-	} else {
-		bpf_probe_read_kernel(e->saddr, 4, saddr);
-		bpf_probe_read_kernel(e->daddr, 4, daddr);
-	}
+	put_sock_addrs(e, s);
 	e->netns = ns;
 	if (si) {
 		e->tgid = si->tgid;
 		e->cgroup = si->cgroup;
 		__builtin_memcpy(e->comm, si->comm, 16);
 	}
-	read_tcp(e, skaddr);
+	read_tcp(e, s);
 	bpf_ringbuf_submit(e, 0);
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)s);
+	if (!tp)
+		return;
+	struct resend_mark m = {.dsack_dups = tp->dsack_dups, .pending = 1};
+	bpf_map_update_elem(&resends, &sk, &m, BPF_ANY);
+	__u32 k = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_resend, &k);
+	if (last)
+		*last = bpf_ktime_get_ns();
 }
 
 // The flow's addresses and ports into the event (local = the host that dropped).
@@ -495,24 +540,6 @@ static __always_inline void put_owner(struct event *e, __u64 listener)
 	e->tgid = si->tgid;
 	e->cgroup = si->cgroup;
 	__builtin_memcpy(e->comm, si->comm, 16);
-}
-
-// A socket's addresses and ports (local = this host's side) from its sock_common.
-static __always_inline void put_sock_addrs(struct event *e, const struct sock *s)
-{
-	e->family = BPF_CORE_READ(s, __sk_common.skc_family);
-	const struct inet_sock *inet = (const void *)s;
-	e->sport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
-	e->dport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
-	if (e->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&e->saddr, s, __sk_common.skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(&e->daddr, s, __sk_common.skc_v6_daddr);
-	} else {
-		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
-		__builtin_memcpy(e->saddr, &a, 4);
-		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
-		__builtin_memcpy(e->daddr, &a, 4);
-	}
 }
 
 // Ends the burst a restart began on this socket, if one is open: the event carries its bytes
@@ -547,6 +574,18 @@ static __always_inline void end_burst(const struct sock *s, int closing)
 	}
 	bpf_map_delete_elem(&bursts, &sk);
 	__sync_fetch_and_add(open, -1);
+}
+
+// A closing socket's zero window, if one was open, is forgotten (no stall to report: the
+// connection ended in it).
+static __always_inline void forget_zero_window(__u64 sk)
+{
+	__u32 k = 0;
+	__u64 *open = bpf_map_lookup_elem(&zero_windows_open, &k);
+	if (!open || *open == 0)
+		return;
+	if (bpf_map_delete_elem(&zero_windows, &sk) == 0)
+		__sync_fetch_and_add(open, -1);
 }
 
 // A handshake this host completed as the server (SYN-RECV -> ESTABLISHED): if packets of its
@@ -679,17 +718,22 @@ int on_state(__u64 *ctx)
 	// lookup costs less than a delete that finds nothing.
 	if (new == TCP_CLOSE) {
 		end_burst(s, 1);
+		forget_zero_window(sk);
+		if (resend_recent())
+			bpf_map_delete_elem(&resends, &sk);
 		if (bpf_map_lookup_elem(&socks, &sk))
 			bpf_map_delete_elem(&socks, &sk);
 	}
 	return 0;
 }
 
-SEC("tracepoint/tcp/tcp_retransmit_skb")
-int on_retransmit(struct tp_tcp_retransmit_skb *ctx)
+// BTF-typed (tcp_retransmit_skb(const struct sock *sk, const struct sk_buff *skb, int err)).
+SEC("tp_btf/tcp_retransmit_skb")
+int on_retransmit(__u64 *ctx)
 {
-	__u64 sk = (__u64)ctx->skaddr;
-	if (ctx->state == TCP_SYN_SENT) {
+	const struct sock *s = (const void *)ctx[0];
+	__u64 sk = (__u64)s;
+	if (s->__sk_common.skc_state == TCP_SYN_SENT) {
 		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
 		if (!si || !si->opening)
 			return 0;
@@ -697,17 +741,16 @@ int on_retransmit(struct tp_tcp_retransmit_skb *ctx)
 		si->o.last_syn_ns = bpf_ktime_get_ns();
 		return 0;
 	}
-	if (!data_state(ctx->skaddr))
+	if (!data_state(s))
 		return 0;
 	// A resend outside Recovery and Loss is a tail loss probe (its timer fired: nothing came
 	// back for about two round trips). Recovery's resends are fast retransmits (no timer);
 	// Loss's are the RTO's, announced once per expiry by tcp_cong_state_set.
-	const struct inet_connection_sock *icsk = ctx->skaddr;
+	const struct inet_connection_sock *icsk = (const void *)s;
 	__u8 ca = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 	if (ca == TCP_CA_RECOVERY || ca == TCP_CA_LOSS)
 		return 0;
-	send_socket_event(EV_PROBE, sk, ctx->skaddr, ctx->family, ctx->sport, ctx->dport,
-			  ctx->saddr, ctx->daddr, ctx->saddr_v6, ctx->daddr_v6);
+	send_socket_event(EV_PROBE, s);
 	return 0;
 }
 
@@ -743,18 +786,19 @@ int on_receive_reset(__u64 *ctx)
 	return 0;
 }
 
-SEC("tracepoint/tcp/tcp_cong_state_set")
-int on_cong_state(struct tp_tcp_cong_state_set *ctx)
+// BTF-typed (tcp_cong_state_set(struct sock *sk, const u8 ca_state)).
+SEC("tp_btf/tcp_cong_state_set")
+int on_cong_state(__u64 *ctx)
 {
-	if (ctx->cong_state != TCP_CA_LOSS)
+	const struct sock *s = (const void *)ctx[0];
+	if ((__u8)ctx[1] != TCP_CA_LOSS)
 		return 0;
 	// Only a socket that carries data: in SYN-SENT the SYN's own retransmission timer also
 	// enters Loss (after an RST to a stale ACK it fires 2 jiffies later), with the initial
 	// 1 s RTO that nobody waited for; those belong to the connect() records.
-	if (!data_state(ctx->skaddr))
+	if (!data_state(s))
 		return 0;
-	send_socket_event(EV_LOSS, (__u64)ctx->skaddr, ctx->skaddr, ctx->family, ctx->sport,
-			  ctx->dport, ctx->saddr, ctx->daddr, ctx->saddr_v6, ctx->daddr_v6);
+	send_socket_event(EV_LOSS, s);
 	return 0;
 }
 
@@ -932,6 +976,81 @@ int on_sendmsg(__u64 *ctx)
 	if (bpf_map_update_elem(&bursts, &sk, &b, BPF_NOEXIST) == 0) {
 		__u32 k = 0;
 		__u64 *open = bpf_map_lookup_elem(&bursts_open, &k);
+		if (open)
+			__sync_fetch_and_add(open, 1);
+	}
+	return 0;
+}
+
+// Every segment an established socket receives (tcp_rcv_established), before it is
+// processed: the window the peer last advertised is the one before this segment, and
+// tp->rcv_tstamp is when the ACK that set it came. A window that is zero here closed at that
+// ACK; one that is open again here, after a zero, opened at that ACK. BTF-typed: one direct
+// read per segment, a map lookup only while some window is zero.
+SEC("tp_btf/tcp_probe")
+int on_probe(__u64 *ctx)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)ctx[0]);
+	if (!tp)
+		return 0;
+	// A resend this socket made (a timeout's) and a D-SACK received since: the resend was
+	// not needed (the receiver had the data). Seen at the segment after the D-SACK's.
+	__u64 self = (__u64)tp;
+	struct resend_mark *m = resend_recent() ? bpf_map_lookup_elem(&resends, &self) : 0;
+	if (m && m->pending) {
+		__u32 dups = tp->dsack_dups;
+		if (dups != m->dsack_dups) {
+			m->pending = 0;
+			struct event *e = reserve();
+			if (e) {
+				e->kind = EV_DSACK;
+				e->sk = (__u64)tp;
+				bpf_ringbuf_submit(e, 0);
+			}
+		}
+	}
+	__u32 wnd = tp->snd_wnd;
+	__u32 k = 0;
+	__u64 sk = (__u64)tp;
+	if (wnd != 0) {
+		__u64 *open = bpf_map_lookup_elem(&zero_windows_open, &k);
+		if (!open || *open == 0)
+			return 0;
+		__u32 *since = bpf_map_lookup_elem(&zero_windows, &sk);
+		if (!since)
+			return 0;
+		__u32 stall = tp->rcv_tstamp - *since;
+		bpf_map_delete_elem(&zero_windows, &sk);
+		__sync_fetch_and_add(open, -1);
+		const void *skaddr = tp;
+		__u32 ns = netns_of(skaddr);
+		if (!wanted_netns(ns))
+			return 0;
+		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+		if (target_tgid && (!si || si->tgid != target_tgid))
+			return 0;
+		if (target_cgroup && (!si || si->cgroup != target_cgroup))
+			return 0;
+		struct event *e = reserve();
+		if (!e)
+			return 0;
+		e->kind = EV_ZERO_WINDOW;
+		e->sk = sk;
+		e->netns = ns;
+		put_sock_addrs(e, skaddr);
+		if (si) {
+			e->tgid = si->tgid;
+			e->cgroup = si->cgroup;
+			__builtin_memcpy(e->comm, si->comm, 16);
+		}
+		e->idle_jiffies = stall;
+		read_tcp(e, skaddr);
+		bpf_ringbuf_submit(e, 0);
+		return 0;
+	}
+	__u32 since = tp->rcv_tstamp;
+	if (bpf_map_update_elem(&zero_windows, &sk, &since, BPF_NOEXIST) == 0) {
+		__u64 *open = bpf_map_lookup_elem(&zero_windows_open, &k);
 		if (open)
 			__sync_fetch_and_add(open, 1);
 	}
