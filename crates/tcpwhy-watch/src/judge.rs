@@ -141,7 +141,7 @@ pub fn visibility(id: &str) -> String {
         "syn-refused" => "Seen: a reset received in SYN-SENT (tcp:tcp_receive_reset); cost from the first SYN to the socket's close.",
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
         "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the extra round trips the write needs from the restarted window (slow start) against the window it had, at the smoothed round trip. Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
-        "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies). A connection that ends while its window is zero is not reported.",
+        "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A stall that ends after this side has called close() (its ACKs no longer pass tcp:tcp_probe) is not reported.",
         "accept-queue-full" => "Seen at the server when the handshake's last ACK is dropped because the accept queue is full (skb:kfree_skb, reason TCP_LISTEN_OVERFLOW); cost from the first drop to the handshake's end. SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
@@ -627,13 +627,15 @@ impl Kernel {
         Some(f)
     }
 
-    /// A stall on a zero window, from the ACK that closed it to the one that opened it.
+    /// A stall on a zero window, from the ACK that closed it to the one that opened it. Both
+    /// are known to a jiffy: a stall of one jiffy or less may be far shorter (any brief shut
+    /// window that crosses a tick), so it is not priced.
     fn zero_window_finding(&self, e: &Event) -> Option<WatchFinding> {
         let hz = u64::from(self.hz?.max(1));
-        let cost = u64::from(e.idle_jiffies) * 1_000_000_000 / hz;
-        if cost == 0 {
+        if e.idle_jiffies < 2 {
             return None;
         }
+        let cost = u64::from(e.idle_jiffies) * 1_000_000_000 / hz;
         let start = e.ts_ns.saturating_sub(cost);
         let mut f = finding("zero-window", e, (start, e.ts_ns), cost);
         f.explanation = format!(

@@ -90,37 +90,51 @@ fn stop_watch(child: std::process::Child) -> (Vec<Value>, Value) {
     (findings, summary)
 }
 
-/// One analysis of a capture: its first and last packet times (from its connections, in
-/// ns) and analyze's findings of `id` (count, ms).
-fn analyzed(capture: &str, id: &str) -> ((i64, i64), (usize, f64)) {
+/// A capture's connections: their first and last packet times (ns) and their endpoints.
+struct Window {
+    first: i64,
+    last: i64,
+    pairs: std::collections::HashSet<(String, String)>,
+}
+
+/// One analysis of a capture: its connections and analyze's findings of `id` (count, ms).
+fn analyzed(capture: &str, id: &str) -> (Window, (usize, f64)) {
     let out = tcpwhy(&["analyze", "--format", "json", capture]);
     assert_eq!(out.status.code(), Some(0), "{capture}");
     let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut pairs = std::collections::HashSet::new();
     let (mut n, mut ms) = (0, 0.0);
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).expect("JSON");
         if v["type"] == "connection" {
             first = first.min(v["start_ns"].as_i64().expect("start_ns"));
             last = last.max(v["end_ns"].as_i64().expect("end_ns"));
+            let (c, s) = (v["client"].to_string(), v["server"].to_string());
+            pairs.insert((c.clone(), s.clone()));
+            pairs.insert((s, c));
         } else if v["type"] == "finding" && v["id"] == id {
             n += 1;
             ms += v["cost_ms"].as_f64().expect("cost");
         }
     }
     assert!(first <= last, "{capture}: no connection");
-    ((first, last), (n, ms))
+    (Window { first, last, pairs }, (n, ms))
 }
 
-/// watch's findings of `id` that began inside a capture's window: a stale collision's begins
-/// at its first SYN, a timeout's when the lost data left, both captured. 50 ms either side
-/// allow for the two clocks (the events' CLOCK_MONOTONIC turned into wall time, the capture's
-/// timestamps); the lab's runs are further apart than that.
-fn watched<'a>(f: &'a [Value], id: &str, (first, last): (i64, i64)) -> Vec<&'a Value> {
+/// watch's findings of `id` on a capture's connections: the same two endpoints, and begun
+/// within 5 s of the capture's window (the events' CLOCK_MONOTONIC turned into wall time once
+/// at watch's start, the capture's wall-clock timestamps: a clock step between them moves one
+/// against the other, so the endpoints decide and the time only tells reused ones apart).
+fn watched<'a>(f: &'a [Value], id: &str, w: &Window) -> Vec<&'a Value> {
     f.iter()
         .filter(|v| v["id"] == id)
         .filter(|v| {
+            w.pairs
+                .contains(&(v["local"].to_string(), v["remote"].to_string()))
+        })
+        .filter(|v| {
             let t = v["start_ns"].as_i64().expect("start_ns");
-            t >= first - 50_000_000 && t <= last + 50_000_000
+            t >= w.first - 5_000_000_000 && t <= w.last + 5_000_000_000
         })
         .collect()
 }
@@ -171,7 +185,7 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     for (run, id) in cases {
         let c = cap(run);
         let (win, (n, ms)) = analyzed(&c, id);
-        let w = watched(&f, id, win);
+        let w = watched(&f, id, &win);
         let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
         table.push(format!(
             "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms",
@@ -199,8 +213,8 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
         let named: Vec<&Value> = f
             .iter()
             .filter(|v| {
-                let t = v["start_ns"].as_i64().unwrap();
-                t >= win.0 && t <= win.1
+                win.pairs
+                    .contains(&(v["local"].to_string(), v["remote"].to_string()))
             })
             .collect();
         assert!(named.is_empty(), "{run}: {named:?}");
