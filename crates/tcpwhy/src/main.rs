@@ -34,8 +34,9 @@ enum Command {
     /// (sock_diag), counters and hash-table load, per network namespace.
     Host(hostcmd::HostArgs),
     /// Name the causes live from kernel tracepoints (BPF, root), with no packet capture:
-    /// SYNs meeting stale state, unanswered or refused SYNs, retransmission timeouts, and
-    /// every connect()'s latency, per process and network namespace.
+    /// SYNs meeting stale state (from either end), SYNs and handshake ACKs a server drops,
+    /// unanswered or refused SYNs, retransmission timeouts, slow-start restarts, zero windows,
+    /// and every connect()'s latency, per process and network namespace.
     Watch(watchcmd::WatchArgs),
     /// Reproduce each latency pathology on this kernel in network namespaces (root).
     #[command(subcommand)]

@@ -24,11 +24,13 @@ pub struct WatchArgs {
     /// Watch every network namespace.
     #[arg(long, conflicts_with = "netns")]
     pub all_netns: bool,
-    /// Only connections this process opens.
+    /// Only connections this process opens, and its writes that meet a slow-start restart.
+    /// Packets a server drops belong to no process yet: they are left out.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Only connections opened by processes in this cgroup (v2), e.g.
-    /// /sys/fs/cgroup/system.slice/nginx.service or a container's cgroup.
+    /// /sys/fs/cgroup/system.slice/nginx.service or a container's cgroup (as with --pid,
+    /// packets a server drops are left out).
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<std::path::PathBuf>,
     /// Stop after this many seconds (else at Ctrl-C).
