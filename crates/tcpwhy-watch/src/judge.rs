@@ -204,9 +204,13 @@ struct Episode {
 }
 
 /// Episodes are forgotten once this old (TCP_RTO_MAX is 120 s: a longer silence is a new
-/// episode anyway), checked when the table passes `EPISODES_KEPT` sockets.
+/// episode anyway), checked when the table passes `KEPT` sockets.
 const EPISODE_TTL_NS: u64 = 130_000_000_000;
-const EPISODES_KEPT: usize = 65_536;
+/// The most sockets or 4-tuples any of the judge's tables keeps: its memory stays bounded
+/// when a host drops SYNs from a flood or restarts thousands of idle connections a second.
+const KEPT: usize = 65_536;
+/// How often the tables of drops and restarts are scanned for ones waited on too long.
+const SCAN_EVERY_NS: u64 = 1_000_000_000;
 
 /// A connection as (client, server) addresses, the same from both ends.
 type Pair = (SocketAddr, SocketAddr);
@@ -247,8 +251,20 @@ pub struct Judge {
     /// Server-side findings folded into the client's finding of the same connection.
     pub folded: u64,
     /// 4-tuples with one dropped SYN and no handshake within `DROP_TTL_NS` (or before the end):
-    /// a wait that cannot be priced (the client gave up, or retried from elsewhere).
+    /// a wait that cannot be priced (the client gave up, or retried from elsewhere), and
+    /// 4-tuples not followed because `KEPT` were already waiting.
     pub unresolved_drops: u64,
+    /// When `due` next scans `pending` and `restarts`.
+    next_scan_ns: u64,
+}
+
+/// The findings of `v` whose time has come, taken out of it.
+fn take_due<K>(v: &mut Vec<(u64, K, WatchFinding)>, now_ns: u64) -> Vec<WatchFinding> {
+    let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(v)
+        .into_iter()
+        .partition(|(t, _, _)| *t <= now_ns);
+    *v = waiting;
+    ready.into_iter().map(|(_, _, f)| f).collect()
 }
 
 impl Judge {
@@ -289,8 +305,12 @@ impl Judge {
                 (None, None)
             }
             EV_DROP => {
-                self.pending
-                    .insert((e.netns, (e.remote, e.local)), e.clone());
+                let key = (e.netns, (e.remote, e.local));
+                if self.pending.len() < KEPT || self.pending.contains_key(&key) {
+                    self.pending.insert(key, e.clone());
+                } else {
+                    self.unresolved_drops += 1;
+                }
                 (None, None)
             }
             EV_ACCEPT => {
@@ -300,6 +320,10 @@ impl Judge {
                 (None, None)
             }
             EV_RESTART => {
+                if self.restarts.len() >= KEPT && !self.restarts.contains_key(&e.sk) {
+                    // No room to wait for this burst's end: estimated now.
+                    return (None, self.kernel.restart_finding(e, None));
+                }
                 // A restart before the previous burst's end was seen: that one is estimated.
                 let f = self
                     .restarts
@@ -326,7 +350,7 @@ impl Judge {
         let before = self.held.len();
         self.held.retain(|(_, p, _)| *p != pair);
         self.folded += (before - self.held.len()) as u64;
-        if self.clients.len() >= EPISODES_KEPT {
+        if self.clients.len() >= KEPT {
             let now = f.end_ns;
             self.clients
                 .retain(|_, t| now.saturating_sub(*t) < CLIENT_KEPT_NS);
@@ -347,9 +371,24 @@ impl Judge {
         self.held.push((now + FOLD_WAIT_NS, pair, f));
     }
 
-    /// Server-side findings whose wait for the client's is over, and drops never followed by
-    /// a handshake (`now_ns`: CLOCK_MONOTONIC; `u64::MAX` at the end, to flush everything).
+    /// Findings whose wait is over: server-side ones (for the client's), timeouts (for a
+    /// D-SACK), and, scanned once a second, drops never followed by a handshake and bursts
+    /// never seen to end (`now_ns`: CLOCK_MONOTONIC; `u64::MAX` at the end, to flush all).
     pub fn due(&mut self, now_ns: u64) -> Vec<WatchFinding> {
+        let mut out = Vec::new();
+        if now_ns >= self.next_scan_ns {
+            self.next_scan_ns = now_ns.saturating_add(SCAN_EVERY_NS);
+            out = self.scan(now_ns);
+        }
+        out.extend(take_due(&mut self.held, now_ns));
+        out.extend(take_due(&mut self.resends, now_ns));
+        out
+    }
+
+    /// Drops no handshake followed within `DROP_TTL_NS` become findings (held like the
+    /// others); bursts whose end is not seen within `BURST_WAIT_NS` (a connection left idle
+    /// after it) are estimated rather than kept waiting.
+    fn scan(&mut self, now_ns: u64) -> Vec<WatchFinding> {
         let stale: Vec<(u32, Pair)> = self
             .pending
             .iter()
@@ -366,34 +405,16 @@ impl Judge {
                 self.server_finding(e.ts_ns, k.1, f);
             }
         }
-        let (ready, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
-            .into_iter()
-            .partition(|(t, _, _)| *t <= now_ns);
-        self.held = held;
-        let mut out: Vec<WatchFinding> = ready.into_iter().map(|(_, _, f)| f).collect();
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resends)
-            .into_iter()
-            .partition(|(t, _, _)| *t <= now_ns);
-        self.resends = waiting;
-        out.extend(ready.into_iter().map(|(_, _, f)| f));
-        // Bursts whose end is not seen within BURST_WAIT_NS (a connection left idle after
-        // it) are estimated rather than kept waiting.
         let late: Vec<u64> = self
             .restarts
             .iter()
             .filter(|(_, r)| now_ns.saturating_sub(r.ts_ns) >= BURST_WAIT_NS)
             .map(|(k, _)| *k)
             .collect();
-        for k in late {
-            if let Some(f) = self
-                .restarts
-                .remove(&k)
-                .and_then(|r| self.kernel.restart_finding(&r, None))
-            {
-                out.push(f);
-            }
-        }
-        out
+        late.into_iter()
+            .filter_map(|k| self.restarts.remove(&k))
+            .filter_map(|r| self.kernel.restart_finding(&r, None))
+            .collect()
     }
 
     fn timeout(&mut self, e: &Event) -> Option<WatchFinding> {
@@ -414,7 +435,7 @@ impl Judge {
                 false,
             ),
         };
-        if self.episodes.len() >= EPISODES_KEPT {
+        if self.episodes.len() >= KEPT {
             let now = e.ts_ns;
             self.episodes
                 .retain(|_, p| now.saturating_sub(p.last_ns) < EPISODE_TTL_NS);
@@ -965,21 +986,30 @@ mod tests {
         f.pop()
     }
 
-    #[test]
-    fn a_resend_the_receiver_d_sacks_is_not_a_finding() {
-        // The tail-loss probe of the test below, then a D-SACK from the receiver 25 ms later
-        // (it had the data: the probe was not needed, as in a zero-window stall on loopback
-        // where the sender's timer fired while the receiver's window was shut).
-        let mut j = kernel();
-        let probe = Event {
+    /// The lab's tail-loss shape at HZ=250: a tail loss probe at 10 s on a socket whose
+    /// smoothed round trip is 20 ms and whose last ACK came 56 jiffies (224 ms) before.
+    fn tail_probe() -> Event {
+        Event {
             kind: EV_PROBE,
             sk: 7,
             ts_ns: 10_000 * MS,
             rcv_tstamp: 1_000,
             rcv_age: 56,
             srtt_us: 20_000,
+            rto_jiffies: 55,
+            tgid: 0,
+            comm: String::new(),
             ..opening()
-        };
+        }
+    }
+
+    #[test]
+    fn a_resend_the_receiver_d_sacks_is_not_a_finding() {
+        // The tail-loss probe, then a D-SACK from the receiver 25 ms later (it had the data:
+        // the probe was not needed, as in a zero-window stall on loopback where the sender's
+        // timer fired while the receiver's window was shut).
+        let mut j = kernel();
+        let probe = tail_probe();
         assert_eq!(j.judge(&probe), (None, None));
         // Held four round trips (80 ms) but at least a second.
         assert!(j.due(10_000 * MS + RESEND_WAIT_MIN_NS - 1).is_empty());
@@ -1009,22 +1039,10 @@ mod tests {
 
     #[test]
     fn timeouts_cost_from_the_lost_data_to_each_resend() {
-        // The lab's tail-loss shape at HZ=250: the server's smoothed round trip is 20 ms; its
-        // last ACK came 56 jiffies (224 ms) before the probe. The lost tail left with the data
-        // that ACK covered, 20 ms earlier: 244 ms.
+        // The lost tail left with the data the last ACK covered, one smoothed round trip
+        // (20 ms) before that ACK, itself 224 ms before the probe: 244 ms.
         let mut j = kernel();
-        let probe = Event {
-            kind: EV_PROBE,
-            sk: 7,
-            ts_ns: 10_000 * MS,
-            rcv_tstamp: 1_000,
-            rcv_age: 56,
-            srtt_us: 20_000,
-            rto_jiffies: 55,
-            tgid: 0,
-            comm: String::new(),
-            ..opening()
-        };
+        let probe = tail_probe();
         let f = resend(&mut j, &probe).unwrap();
         assert_eq!((f.id, f.cost_ns), ("rto-retransmission", 244 * MS));
         assert_eq!(f.start_ns, 10_000 * MS - 244 * MS);
@@ -1195,6 +1213,35 @@ mod tests {
         j.judge(&server_drop());
         assert!(j.due(u64::MAX).is_empty());
         assert_eq!(j.unresolved_drops, 1);
+    }
+
+    #[test]
+    fn a_flood_of_dropped_syns_is_followed_up_to_kept_then_counted() {
+        // KEPT 4-tuples waiting (one per client port, 65 536 of them), then one more: not
+        // kept, counted as unresolved; another drop of a kept 4-tuple still updates it.
+        let mut j = kernel();
+        for port in 0..=u16::MAX {
+            let mut e = server_drop();
+            e.remote.set_port(port);
+            j.judge(&e);
+        }
+        assert_eq!(j.pending.len(), KEPT);
+        let other = Event {
+            remote: "10.0.0.9:1".parse().unwrap(),
+            ..server_drop()
+        };
+        j.judge(&other);
+        assert_eq!((j.pending.len(), j.unresolved_drops), (KEPT, 1));
+        j.judge(&Event {
+            drops: 2,
+            ..server_drop()
+        });
+        assert_eq!(j.unresolved_drops, 1);
+        let key = (
+            server_drop().netns,
+            (server_drop().remote, server_drop().local),
+        );
+        assert_eq!(j.pending[&key].drops, 2);
     }
 
     #[test]

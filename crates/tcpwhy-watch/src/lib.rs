@@ -45,11 +45,10 @@ pub struct Tracepoint {
     pub program: &'static str,
     pub category: &'static str,
     pub name: &'static str,
-    /// A raw tracepoint: the program reads the tracepoint's arguments (its TP_PROTO), not its
-    /// record, so there is no layout to check beyond the tracepoint being there.
-    pub raw: bool,
-    /// A BTF-typed raw tracepoint (tp_btf): the arguments are typed from the kernel's BTF,
-    /// so the program reads the socket directly.
+    /// A BTF-typed raw tracepoint (tp_btf): the program reads the tracepoint's arguments
+    /// (its TP_PROTO), typed from the kernel's BTF and checked by the verifier, not its
+    /// record, so there is no layout to check beyond the tracepoint being there; it reads
+    /// the socket directly.
     pub btf: bool,
     pub fields: &'static [(&'static str, usize, usize)],
 }
@@ -59,7 +58,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_state",
         category: "sock",
         name: "inet_sock_set_state",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -67,7 +65,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_retransmit",
         category: "tcp",
         name: "tcp_retransmit_skb",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -75,7 +72,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_send_reset",
         category: "tcp",
         name: "tcp_send_reset",
-        raw: false,
         btf: false,
         fields: &[("skaddr", 16, 8), ("state", 24, 4), ("reason", 28, 4)],
     },
@@ -83,7 +79,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_receive_reset",
         category: "tcp",
         name: "tcp_receive_reset",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -91,7 +86,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_cong_state",
         category: "tcp",
         name: "tcp_cong_state_set",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -99,7 +93,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_drop",
         category: "skb",
         name: "kfree_skb",
-        raw: false,
         btf: false,
         fields: &[
             ("skbaddr", 8, 8),
@@ -112,7 +105,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_probe",
         category: "tcp",
         name: "tcp_probe",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -120,7 +112,6 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_sendmsg",
         category: "tcp",
         name: "tcp_sendmsg_locked",
-        raw: true,
         btf: true,
         fields: &[],
     },
@@ -606,11 +597,6 @@ pub fn run(
                     let btf = btf.as_ref().ok_or("no BTF")?;
                     p.load(tp.name, btf).map_err(|e| format!("{e}"))?;
                     p.attach().map(|_| ()).map_err(|e| format!("{e}"))
-                } else if tp.raw {
-                    let p: &mut aya::programs::RawTracePoint =
-                        p.try_into().map_err(|e| format!("{e}"))?;
-                    p.load().map_err(|e| format!("{e}"))?;
-                    p.attach(tp.name).map(|_| ()).map_err(|e| format!("{e}"))
                 } else {
                     let p: &mut aya::programs::TracePoint =
                         p.try_into().map_err(|e| format!("{e}"))?;

@@ -9,7 +9,7 @@
 //! failure. The tests run one at a time: several time a kernel timer.
 
 mod common;
-use common::tcpwhy;
+use common::{interrupt, tcpwhy};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -1200,11 +1200,7 @@ fn serve_exports_ehash_load_and_accept_queues_as_openmetrics() {
         .iter()
         .filter(|l| !l.starts_with("LISTEN"))
         .count();
-    assert!(Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    interrupt(&child);
     let status = child.wait().unwrap();
     drop(held);
     assert_eq!(status.code(), Some(0));

@@ -6,7 +6,7 @@
 //! Without root these tests fail with a message; set TCPWHY_SKIP_LAB=1 to skip them.
 
 mod common;
-use common::{check_schema, tcpwhy, TempDir};
+use common::{check_schema, interrupt, tcpwhy, TempDir};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -66,12 +66,7 @@ fn start_watch() -> std::process::Child {
 
 /// Stop watch with SIGINT (by its PID: we started it) and read its records.
 fn stop_watch(child: std::process::Child) -> (Vec<Value>, Value) {
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill")
-        .success());
+    interrupt(&child);
     let out = child.wait_with_output().expect("watch output");
     assert_eq!(out.status.code(), Some(0), "watch exit");
     let mut findings = Vec::new();
@@ -361,11 +356,7 @@ fn a_real_prometheus_scrapes_what_watch_names() {
     let up = query("up%7Bjob%3D%22tcpwhy%22%7D");
     let _ = prom.kill();
     let _ = prom.wait();
-    assert!(Command::new("kill")
-        .args(["-INT", &watch.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    interrupt(&watch);
     assert_eq!(watch.wait().unwrap().code(), Some(0));
     assert_eq!(up, Some(1.0), "prometheus scraped watch");
     assert_eq!(refused, Some(3.0), "syn-refused as Prometheus stored it");
@@ -434,11 +425,7 @@ fn cgroup_filter_keeps_the_cgroups_connections_and_names_it() {
     let mut outside = refuse(3);
     assert!(inside.wait().unwrap().success());
     assert!(outside.wait().unwrap().success());
-    assert!(Command::new("kill")
-        .args(["-INT", &watch.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    interrupt(&watch);
     let out = watch.wait_with_output().unwrap();
     let findings: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -429,23 +429,82 @@ static __always_inline int data_state(const void *skaddr)
 	       state == TCP_LAST_ACK || state == TCP_CLOSING;
 }
 
-// A socket's addresses and ports (local = this host's side) from its sock_common.
-static __always_inline void put_sock_addrs(struct event *e, const struct sock *s)
+// A socket's 4-tuple (local = this host's side) and namespace, from its sock_common.
+static __always_inline void read_flow(struct flow *f, const struct sock *s)
 {
-	e->family = BPF_CORE_READ(s, __sk_common.skc_family);
+	f->netns = netns_of(s);
+	f->family = BPF_CORE_READ(s, __sk_common.skc_family);
 	const struct inet_sock *inet = (const void *)s;
-	e->sport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
-	e->dport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
-	if (e->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&e->saddr, s, __sk_common.skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(&e->daddr, s, __sk_common.skc_v6_daddr);
+	f->lport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
+	f->rport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
+	if (f->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&f->laddr, s, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&f->raddr, s, __sk_common.skc_v6_daddr);
 	} else {
 		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
-		__builtin_memcpy(e->saddr, &a, 4);
+		__builtin_memcpy(f->laddr, &a, 4);
 		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
-		__builtin_memcpy(e->daddr, &a, 4);
+		__builtin_memcpy(f->raddr, &a, 4);
 	}
 }
+
+// A 4-tuple and namespace into the event (local: this host's side).
+static __always_inline void put_flow(struct event *e, const struct flow *f)
+{
+	e->netns = f->netns;
+	e->family = f->family;
+	e->sport = f->lport;
+	e->dport = f->rport;
+	__builtin_memcpy(e->saddr, f->laddr, 16);
+	__builtin_memcpy(e->daddr, f->raddr, 16);
+}
+
+// A socket's 4-tuple and namespace into the event.
+static __always_inline void put_sock_addrs(struct event *e, const struct sock *s)
+{
+	struct flow f = {};
+	read_flow(&f, s);
+	put_flow(e, &f);
+}
+
+// The owner a socket was recorded with (connect() or listen()) into the event.
+static __always_inline void put_owner_info(struct event *e, const struct sockinfo *si)
+{
+	e->tgid = si->tgid;
+	e->cgroup = si->cgroup;
+	__builtin_memcpy(e->comm, si->comm, 16);
+}
+
+// Whether --pid and --cgroup keep a socket with this owner (NULL: its owner was not seen).
+static __always_inline int owner_wanted(const struct sockinfo *si)
+{
+	if (target_tgid && (!si || si->tgid != target_tgid))
+		return 0;
+	if (target_cgroup && (!si || si->cgroup != target_cgroup))
+		return 0;
+	return 1;
+}
+
+// An event of `kind` for a socket, with its 4-tuple, namespace, owner and TCP state; NULL
+// when --pid, --cgroup or --netns leave the socket out, or the ring buffer is full.
+static __always_inline struct event *socket_event(__u32 kind, const struct sock *s)
+{
+	__u64 sk = (__u64)s;
+	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+	if (!owner_wanted(si) || !wanted_netns(netns_of(s)))
+		return 0;
+	struct event *e = reserve();
+	if (!e)
+		return 0;
+	e->kind = kind;
+	e->sk = sk;
+	put_sock_addrs(e, s);
+	if (si)
+		put_owner_info(e, si);
+	read_tcp(e, s);
+	return e;
+}
+
 
 // A resend's D-SACK check: the socket's count of D-SACK blocks received when it resent.
 // (Socket-local storage would suit it better; aya 0.13 cannot create that map type.)
@@ -486,29 +545,11 @@ static __always_inline int resend_recent(void)
 // the socket so that a D-SACK for the resend (it was not lost) is reported.
 static __always_inline void send_socket_event(__u32 kind, const struct sock *s)
 {
-	__u64 sk = (__u64)s;
-	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
-	if (target_tgid && (!si || si->tgid != target_tgid))
-		return;
-	if (target_cgroup && (!si || si->cgroup != target_cgroup))
-		return;
-	__u32 ns = netns_of(s);
-	if (!wanted_netns(ns))
-		return;
-	struct event *e = reserve();
+	struct event *e = socket_event(kind, s);
 	if (!e)
 		return;
-	e->kind = kind;
-	e->sk = sk;
-	put_sock_addrs(e, s);
-	e->netns = ns;
-	if (si) {
-		e->tgid = si->tgid;
-		e->cgroup = si->cgroup;
-		__builtin_memcpy(e->comm, si->comm, 16);
-	}
-	read_tcp(e, s);
 	bpf_ringbuf_submit(e, 0);
+	__u64 sk = (__u64)s;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)s);
 	if (!tp)
 		return;
@@ -520,28 +561,14 @@ static __always_inline void send_socket_event(__u32 kind, const struct sock *s)
 		*last = bpf_jiffies64();
 }
 
-// The flow's addresses and ports into the event (local = the host that dropped).
-static __always_inline void put_flow(struct event *e, const struct flow *f)
-{
-	e->netns = f->netns;
-	e->family = f->family;
-	e->sport = f->lport;
-	e->dport = f->rport;
-	__builtin_memcpy(e->saddr, f->laddr, 16);
-	__builtin_memcpy(e->daddr, f->raddr, 16);
-}
-
 // The owner of the listener a drop met (recorded at its listen()), if seen.
 static __always_inline void put_owner(struct event *e, __u64 listener)
 {
 	if (!listener)
 		return;
 	struct sockinfo *si = bpf_map_lookup_elem(&socks, &listener);
-	if (!si)
-		return;
-	e->tgid = si->tgid;
-	e->cgroup = si->cgroup;
-	__builtin_memcpy(e->comm, si->comm, 16);
+	if (si)
+		put_owner_info(e, si);
 }
 
 // Ends the burst a restart began on this socket, if one is open: the event carries its bytes
@@ -566,7 +593,6 @@ static __always_inline void end_burst(const struct sock *s, int closing)
 	if (e) {
 		e->kind = EV_BURST_END;
 		e->sk = sk;
-		e->netns = netns_of(s);
 		put_sock_addrs(e, s);
 		e->bytes = write_seq - b->write_seq;
 		__s32 took = BPF_CORE_READ(tp, lsndtime) - b->jiffies;
@@ -603,20 +629,7 @@ static __always_inline void accepted(const struct sock *s)
 	if (now - *last > DROP_HORIZON_NS)
 		return;
 	struct flow f = {};
-	f.netns = netns_of(s);
-	f.family = BPF_CORE_READ(s, __sk_common.skc_family);
-	const struct inet_sock *inet = (const void *)s;
-	f.lport = __builtin_bswap16(BPF_CORE_READ(inet, inet_sport));
-	f.rport = __builtin_bswap16(BPF_CORE_READ(s, __sk_common.skc_dport));
-	if (f.family == AF_INET6) {
-		BPF_CORE_READ_INTO(&f.laddr, s, __sk_common.skc_v6_rcv_saddr);
-		BPF_CORE_READ_INTO(&f.raddr, s, __sk_common.skc_v6_daddr);
-	} else {
-		__u32 a = BPF_CORE_READ(s, __sk_common.skc_rcv_saddr);
-		__builtin_memcpy(f.laddr, &a, 4);
-		a = BPF_CORE_READ(s, __sk_common.skc_daddr);
-		__builtin_memcpy(f.raddr, &a, 4);
-	}
+	read_flow(&f, s);
 	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
 	if (!d)
 		return;
@@ -705,10 +718,7 @@ int on_state(__u64 *ctx)
 			e->newstate = new;
 			e->o = *o;
 			put_sock_addrs(e, s);
-			e->netns = netns_of(s);
-			e->tgid = si->tgid;
-			e->cgroup = si->cgroup;
-			__builtin_memcpy(e->comm, si->comm, 16);
+			put_owner_info(e, si);
 			read_tcp(e, s);
 			bpf_ringbuf_submit(e, 0);
 		}
@@ -919,12 +929,11 @@ int on_drop(struct tp_kfree_skb *ctx)
 // the kernel restarts its congestion window (tcp_cwnd_restart, called when this write's first
 // segment is queued), unless net.ipv4.tcp_slow_start_after_idle is 0 in its namespace or its
 // congestion control sets the rate itself (BBR). Fires before the restart, so the window the
-// connection had is still there to read. A raw tracepoint: its record has no socket.
+// connection had is still there to read. BTF-typed (the record has no socket): this runs for
+// every chunk a write queues, so the first test is a direct load.
 SEC("tp_btf/tcp_sendmsg_locked")
 int on_sendmsg(__u64 *ctx)
 {
-	// A BTF-typed tracepoint: the socket is a pointer the verifier knows, read directly (a
-	// load, not a helper call) on this path that runs for every chunk a write queues.
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)ctx[0]);
 	if (!tp || tp->packets_out)
 		return 0;
@@ -953,15 +962,13 @@ int on_sendmsg(__u64 *ctx)
 	__u64 cgroup = bpf_get_current_cgroup_id();
 	if (target_cgroup && cgroup != target_cgroup)
 		return 0;
-	__u32 ns = netns_of(skaddr);
-	if (!wanted_netns(ns))
+	if (!wanted_netns(netns_of(skaddr)))
 		return 0;
 	struct event *e = reserve();
 	if (!e)
 		return 0;
 	e->kind = EV_RESTART;
 	e->sk = (__u64)skaddr;
-	e->netns = ns;
 	e->tgid = tgid;
 	e->cgroup = cgroup;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
@@ -1029,30 +1036,11 @@ int on_probe(__u64 *ctx)
 		// One jiffy or less is below the clock's resolution: not priced (src/judge.rs).
 		if (stall < 2)
 			return 0;
-		const void *skaddr = tp;
-		__u32 ns = netns_of(skaddr);
-		if (!wanted_netns(ns))
-			return 0;
-		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
-		if (target_tgid && (!si || si->tgid != target_tgid))
-			return 0;
-		if (target_cgroup && (!si || si->cgroup != target_cgroup))
-			return 0;
-		struct event *e = reserve();
-		if (!e)
-			return 0;
-		e->kind = EV_ZERO_WINDOW;
-		e->sk = sk;
-		e->netns = ns;
-		put_sock_addrs(e, skaddr);
-		if (si) {
-			e->tgid = si->tgid;
-			e->cgroup = si->cgroup;
-			__builtin_memcpy(e->comm, si->comm, 16);
+		struct event *e = socket_event(EV_ZERO_WINDOW, (const void *)tp);
+		if (e) {
+			e->idle_jiffies = stall;
+			bpf_ringbuf_submit(e, 0);
 		}
-		e->idle_jiffies = stall;
-		read_tcp(e, skaddr);
-		bpf_ringbuf_submit(e, 0);
 		return 0;
 	}
 	__u32 since = tp->rcv_tstamp;

@@ -249,3 +249,13 @@ pub fn pcap_bytes(link: u32, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
     }
     out
 }
+
+/// Sends SIGINT to a process this test started (by its PID), as Ctrl-C would, and checks
+/// that it was delivered.
+pub fn interrupt(child: &std::process::Child) {
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+}
