@@ -79,6 +79,9 @@ pub struct Event {
     pub rcv_age: u32,
     /// The congestion state (Open 0, Disorder 1, CWR 2, Recovery 3, Loss 4).
     pub ca_state: u32,
+    /// `EV_DROP`, `EV_ACCEPT`: a drop met a listener whose accept queue was full (the
+    /// handshake's last ACK, or the data after it, that no socket could be made for).
+    pub queue_full: bool,
     /// The connect() caller's cgroup (v2) id: its directory's inode number (0: not known).
     pub cgroup: u64,
     /// `EV_RESTART`: jiffies since the socket last sent.
@@ -123,6 +126,7 @@ impl Default for Event {
             rcv_tstamp: 0,
             rcv_age: 0,
             ca_state: 0,
+            queue_full: false,
             cgroup: 0,
             idle_jiffies: 0,
             bytes: 0,
@@ -192,6 +196,7 @@ impl Event {
             rcv_tstamp: u32_at(b, 144),
             rcv_age: u32_at(b, 148),
             ca_state: u32_at(b, 152),
+            queue_full: u32_at(b, 156) != 0,
             cgroup: u64_at(b, 160),
             idle_jiffies: u32_at(b, 168),
             bytes: u32_at(b, 172),
@@ -238,6 +243,7 @@ impl Event {
         put(144, &self.rcv_tstamp.to_ne_bytes());
         put(148, &self.rcv_age.to_ne_bytes());
         put(152, &self.ca_state.to_ne_bytes());
+        put(156, &u32::from(self.queue_full).to_ne_bytes());
         put(160, &self.cgroup.to_ne_bytes());
         put(168, &self.idle_jiffies.to_ne_bytes());
         put(172, &self.bytes.to_ne_bytes());
@@ -279,6 +285,7 @@ mod tests {
             rcv_tstamp: 4_294_967_000,
             rcv_age: 60,
             ca_state: 2,
+            queue_full: true,
             cgroup: 9_876,
             idle_jiffies: 70,
             bytes: 100_000,

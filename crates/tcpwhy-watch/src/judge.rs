@@ -142,7 +142,7 @@ pub fn visibility(id: &str) -> String {
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
         "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the extra round trips the write needs from the restarted window (slow start) against the window it had, at the smoothed round trip. Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
         "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A stall that ends after this side has called close() (its ACKs no longer pass tcp:tcp_probe) is not reported.",
-        "accept-queue-full" => "Seen at the server when the handshake's last ACK is dropped because the accept queue is full (skb:kfree_skb, reason TCP_LISTEN_OVERFLOW); cost from the first drop to the handshake's end. SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
+        "accept-queue-full" => "Seen at the server when the handshake's last ACK (or the data after it) is dropped because the accept queue is full (skb:kfree_skb: reason TCP_LISTEN_OVERFLOW, or NO_SOCKET at a listener whose queue is full, as the syncookie path drops it); cost from the first drop to the handshake's end. When the client is watched too, its timer resends of the dropped data are that same wait and are taken into this finding (not reported as rto-retransmission). SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
     format!("**Live (tcpwhy watch).** {how}")
@@ -223,6 +223,8 @@ const CLIENT_KEPT_NS: u64 = 10_000_000_000;
 /// Drops whose handshake never completes are reported this long after the last one (longer
 /// than any SYN retry schedule: TCP_RTO_MAX is 120 s).
 const DROP_TTL_NS: u64 = 130_000_000_000;
+/// The shortest wait a server-side drop is reported for.
+const MIN_SERVER_WAIT_NS: u64 = 1_000_000;
 /// How long a restarting write waits for its burst's end before it is estimated.
 const BURST_WAIT_NS: u64 = 30_000_000_000;
 /// How long a timeout's finding waits for a D-SACK: four smoothed round trips, within these
@@ -315,7 +317,10 @@ impl Judge {
             }
             EV_ACCEPT => {
                 self.pending.remove(&(e.netns, (e.remote, e.local)));
-                let f = self.kernel.server_finding(e, true);
+                let mut f = self.kernel.server_finding(e, true);
+                if let Some(f) = f.as_mut().filter(|f| f.id == "accept-queue-full") {
+                    self.fold_client_timeouts(f, e);
+                }
                 self.server_finding(e.ts_ns, (e.remote, e.local), f);
                 (None, None)
             }
@@ -343,12 +348,14 @@ impl Judge {
         }
     }
 
-    /// A client-side opening finding: a held server-side finding of the same connection is
-    /// folded into it.
+    /// A client-side opening finding: a held server-side finding of the same connection whose
+    /// drops began before the opening ended (the same wait) is folded into it. Drops after
+    /// it (the handshake's last ACK at a full accept queue) are a wait of their own.
     fn client_finding(&mut self, f: &WatchFinding) {
         let pair = (f.local, f.remote);
         let before = self.held.len();
-        self.held.retain(|(_, p, _)| *p != pair);
+        self.held
+            .retain(|(_, p, s)| *p != pair || s.start_ns >= f.end_ns);
         self.folded += (before - self.held.len()) as u64;
         if self.clients.len() >= KEPT {
             let now = f.end_ns;
@@ -358,12 +365,37 @@ impl Judge {
         self.clients.insert(pair, f.end_ns);
     }
 
+    /// A full accept queue dropped this connection's handshake ACK and the data after it:
+    /// the client's timer resends of that data (held for their D-SACK wait) are the same
+    /// wait, whose cause the server's finding names. They are taken into it, not reported
+    /// as `rto-retransmission` too.
+    fn fold_client_timeouts(&mut self, f: &mut WatchFinding, e: &Event) {
+        let before = self.resends.len();
+        self.resends.retain(|(_, _, r)| {
+            !(r.id == "rto-retransmission"
+                && r.local == e.remote
+                && r.remote == e.local
+                && r.end_ns >= e.syn_ns
+                && r.end_ns <= e.ts_ns)
+        });
+        let n = before - self.resends.len();
+        if n > 0 {
+            f.evidence["client_timeouts_folded"] = json!(n);
+            f.explanation.push_str(&format!(
+                " The client ({}) is watched too: its {n} timer resend{} of that data {} part of this wait.",
+                e.remote,
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "is" } else { "are" },
+            ));
+        }
+    }
+
     fn server_finding(&mut self, now: u64, pair: Pair, f: Option<WatchFinding>) {
         let Some(f) = f else { return };
         if self
             .clients
             .get(&pair)
-            .is_some_and(|t| now.saturating_sub(*t) < CLIENT_KEPT_NS)
+            .is_some_and(|t| now.saturating_sub(*t) < CLIENT_KEPT_NS && f.start_ns < *t)
         {
             self.folded += 1;
             return;
@@ -564,7 +596,7 @@ impl Kernel {
     /// (`EV_ACCEPT`, at `e.ts_ns`), else the drops alone (the last one's event).
     fn server_finding(&self, e: &Event, completed: bool) -> Option<WatchFinding> {
         let reason = self.drop_reason(e.drop_reason);
-        let overflow = reason == "TCP_LISTEN_OVERFLOW";
+        let overflow = reason == "TCP_LISTEN_OVERFLOW" || e.queue_full;
         let timewait = e.rx_state == TCP_TIME_WAIT || reason.contains("TW_PAWS");
         // A SYN that met a connected socket of the same 4-tuple (one whose close the peer
         // never heard of: seed 000's lost reset) is answered by a challenge ACK and dropped.
@@ -578,7 +610,9 @@ impl Kernel {
         };
         let end = if completed { e.ts_ns } else { e.last_syn_ns };
         let cost = end.saturating_sub(e.syn_ns);
-        if cost == 0 {
+        // A handshake ACK dropped at a full queue, whose data right behind it found room,
+        // delays nobody (the client resends nothing): a wait this short is no finding.
+        if cost < MIN_SERVER_WAIT_NS {
             return None;
         }
         let mut f = finding(id, e, (e.syn_ns, end), cost);
@@ -589,10 +623,15 @@ impl Kernel {
         };
         let what = if overflow {
             format!(
-                "dropped the handshake's last ACK from {} {} time{}: the listener's accept queue was full ({reason})",
+                "dropped the handshake's last ACK (or the data after it) from {} {} time{}: the listener's accept queue was full ({reason}{})",
                 e.remote,
                 e.drops,
                 if e.drops == 1 { "" } else { "s" },
+                if reason == "TCP_LISTEN_OVERFLOW" {
+                    ""
+                } else {
+                    ": no socket could be made for it while the queue was full"
+                },
             )
         } else if timewait {
             format!(
@@ -1186,6 +1225,97 @@ mod tests {
         assert!(f[0].explanation.contains("nginx (pid 900)"));
         assert!(f[0].explanation.contains("2 times"));
         assert_eq!(f[0].process.pid, 900);
+    }
+
+    #[test]
+    fn a_full_queue_names_the_client_timeouts_it_caused() {
+        // As in the lab's syn-backlog-full (skb:kfree_skb traced there): the listener's
+        // accept queue holds 2 against a backlog of 1, so the client's handshake ACK (1000 ms)
+        // and its request (1000.1 ms) find no socket (NO_SOCKET, queue full). The client's
+        // retransmission timer resends the request at 1212 ms; the queue has room by then and
+        // the handshake ends on the server at 1212.2 ms. One wait of 212.2 ms, caused by the
+        // queue: one accept-queue-full, not an rto-retransmission beside it.
+        let mut j = kernel();
+        j.kernel.drop_reasons.insert(3, "NO_SOCKET".to_string());
+        // Its SYN had been dropped too (the queue was full then): the client's connect()
+        // waited for a SYN retry and ended at 990 ms, before the drops: another wait, which
+        // the server's finding is not folded into.
+        let connect = Event {
+            syn_retx: 1,
+            syn_ns: 0,
+            last_syn_ns: 980 * MS,
+            ts_ns: 990 * MS,
+            ..opening()
+        };
+        assert_eq!(j.judge(&connect).1.unwrap().id, "syn-unanswered");
+        let drop = Event {
+            drop_reason: 3,
+            queue_full: true,
+            rx_state: TCP_LISTEN,
+            drops: 2,
+            last_syn_ns: 1_000 * MS + 100_000,
+            ts_ns: 1_000 * MS + 100_000,
+            ..server_drop()
+        };
+        j.judge(&drop);
+        // The client's resend (local 10.0.0.1:41001), and one of another connection.
+        let resend = Event {
+            kind: EV_LOSS,
+            sk: 7,
+            ts_ns: 1_212 * MS,
+            rcv_tstamp: 1_000,
+            rcv_age: 53,
+            srtt_us: 100,
+            rto_jiffies: 53,
+            ..opening()
+        };
+        let other = Event {
+            sk: 8,
+            local: "10.0.0.1:41002".parse().unwrap(),
+            ..resend.clone()
+        };
+        assert_eq!(j.judge(&resend), (None, None));
+        assert_eq!(j.judge(&other), (None, None));
+        j.judge(&Event {
+            kind: EV_ACCEPT,
+            ts_ns: 1_212 * MS + 200_000,
+            ..drop.clone()
+        });
+        let f = j.due(u64::MAX);
+        let ids: Vec<(&str, u64)> = f.iter().map(|f| (f.id, f.cost_ns)).collect();
+        assert_eq!(
+            ids,
+            [
+                ("accept-queue-full", 212 * MS + 200_000),
+                ("rto-retransmission", 212 * MS + 100_000)
+            ]
+        );
+        let full = &f[0];
+        assert_eq!(full.local.to_string(), "10.0.0.2:80");
+        assert_eq!(f[1].local.to_string(), "10.0.0.1:41002");
+        assert_eq!(full.evidence["client_timeouts_folded"], 1);
+        assert_eq!(j.folded, 0);
+        // Another client's handshake ACK dropped, and its request 0.2 ms behind it made the
+        // connection (room again): nobody waited, nothing is reported.
+        let quick = Event {
+            drops: 1,
+            remote: "10.0.0.1:41003".parse().unwrap(),
+            ..drop.clone()
+        };
+        j.judge(&quick);
+        j.judge(&Event {
+            kind: EV_ACCEPT,
+            ts_ns: quick.ts_ns + 200_000,
+            ..quick
+        });
+        assert!(j.due(u64::MAX).is_empty());
+        assert_eq!(full.evidence["drop_reason"], "NO_SOCKET");
+        assert!(
+            full.explanation
+                .contains("no socket could be made for it while the queue was full"),
+            "{}",
+            full.explanation
+        );
     }
 
     #[test]

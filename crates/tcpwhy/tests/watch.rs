@@ -166,9 +166,6 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     assert_eq!(summary["unavailable"], serde_json::json!([]), "{summary}");
     let cap = |name: &str| format!("{d}{name}.pcap");
     // The cause each broken run shows and watch can see from the client's or server's kernel.
-    // syn-backlog-full's requests that the full accept queue dropped are priced the same by
-    // both (the client waits for its timer) but named from different sides: analyze sees the
-    // server's queue in the capture (accept-queue-full), watch sees the client's timeout.
     let cases = [
         ("stale-syn-timewait-broken", "syn-stale-state"),
         ("stale-syn-lost-rst-broken", "syn-stale-state"),
@@ -196,6 +193,29 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
         }
         assert!((wms - ms).abs() <= 0.2 * ms, "{table:?}");
     }
+    // syn-backlog-full's requests (and handshake ACKs) that the full accept queue dropped:
+    // the server's kernel says why (dropped at a listener whose queue is full), so watch names
+    // each such connection accept-queue-full, its client's timer resends taken in. From the
+    // capture analyze can tell the queue only when the server stayed silent through two
+    // resends; a connection that one resend served it calls rto-retransmission. The same
+    // connections, the same time: watch's accept-queue-full against analyze's two ids.
+    let c = cap("syn-backlog-full-broken");
+    let (win, (n_full, ms_full)) = analyzed(&c, "accept-queue-full");
+    let (_, (n_rto, ms_rto)) = analyzed(&c, "rto-retransmission");
+    let w = watched(&f, "accept-queue-full", &win);
+    let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
+    let ms = ms_full + ms_rto;
+    table.push(format!(
+        "syn-backlog-full-broken: analyze accept-queue-full {n_full} / {ms_full:.1} ms + rto-retransmission {n_rto} / {ms_rto:.1} ms, watch accept-queue-full {} / {wms:.1} ms",
+        w.len()
+    ));
+    assert!(n_full + n_rto > 0, "{table:?}");
+    assert_eq!(w.len(), n_full + n_rto, "{table:?}");
+    assert!((wms - ms).abs() <= 0.2 * ms, "{table:?}");
+    assert!(
+        watched(&f, "rto-retransmission", &win).is_empty(),
+        "{table:?}"
+    );
     // The fixed and control runs: watch names nothing while they run.
     for run in [
         "stale-syn-timewait-fixed",

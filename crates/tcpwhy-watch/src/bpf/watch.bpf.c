@@ -70,6 +70,8 @@ struct sock_common {
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+	__u32 sk_ack_backlog;     // a listener's accept queue: connections waiting
+	__u32 sk_max_ack_backlog; // and its listen() backlog
 } __attribute__((preserve_access_index));
 
 struct tcp_congestion_ops {
@@ -165,7 +167,8 @@ const volatile __u64 target_cgroup = 0;
 const volatile __u32 send_all_connects = 0;
 // `enum skb_drop_reason` values, resolved by name from skb:kfree_skb's format by user space
 // (the numbers change between kernels): a final handshake ACK dropped by a full accept queue,
-// and a SYN refused for a closed port (answered by a reset, not a delay: not followed).
+// and a packet no socket took (a SYN to a closed port, answered by a reset: not followed; or a
+// handshake's last ACK that a listener with a full accept queue could not turn into a socket).
 const volatile __u32 drop_listen_overflow = 0;
 const volatile __u32 drop_no_socket = 0;
 
@@ -222,7 +225,7 @@ struct event {
 	__u32 rcv_tstamp;  // jiffies of the last ACK received (tp->rcv_tstamp)
 	__u32 rcv_age;     // jiffies since then
 	__u32 ca_state;    // the congestion state (Open 0, Disorder 1, CWR 2, Recovery 3, Loss 4)
-	__u32 pad2;
+	__u32 queue_full;  // EV_DROP, EV_ACCEPT: 1 when a drop met a listener with a full accept queue
 	__u64 cgroup;      // the connect() caller's cgroup (v2) id, 0 when not known
 	// EV_RESTART: the write that meets an idle window.
 	__u32 idle_jiffies; // since the socket last sent (tp->lsndtime)
@@ -272,7 +275,7 @@ struct dropped {
 	__u32 drops;
 	__u32 reason;
 	__u32 rx_state;
-	__u32 pad;
+	__u32 queue_full; // some drop met the listener with its accept queue full
 };
 
 struct {
@@ -643,6 +646,7 @@ static __always_inline void accepted(const struct sock *s)
 		e->drops = d->drops;
 		e->drop_reason = d->reason;
 		e->rx_state = d->rx_state;
+		e->queue_full = d->queue_full;
 		put_owner(e, d->listener);
 		read_tcp(e, s);
 		bpf_ringbuf_submit(e, 0);
@@ -834,8 +838,22 @@ int on_drop(struct tp_kfree_skb *ctx)
 	if (proto != ETH_P_IP && proto != ETH_P_IPV6)
 		return 0;
 	__u32 reason = ctx->reason;
-	if (reason == drop_no_socket)
-		return 0;
+	const struct sock *rx = ctx->rx_sk;
+	__u32 rx_state = 0;
+	__u32 queue_full = 0;
+	if (reason == drop_no_socket) {
+		// Followed only when it met a listener whose accept queue is full (the kernel's
+		// sk_acceptq_is_full: more waiting than the backlog): the handshake's last ACK, or
+		// the data after it, for which no socket could be made (the syncookie path drops it
+		// so). A packet to a closed port is answered by a reset and costs no wait.
+		if (!rx)
+			return 0;
+		rx_state = BPF_CORE_READ(rx, __sk_common.skc_state);
+		if (rx_state != TCP_LISTEN ||
+		    BPF_CORE_READ(rx, sk_ack_backlog) <= BPF_CORE_READ(rx, sk_max_ack_backlog))
+			return 0;
+		queue_full = 1;
+	}
 	const struct sk_buff *skb = ctx->skbaddr;
 	// Received packets only: a locally sent one has no input interface.
 	if (BPF_CORE_READ(skb, skb_iif) == 0)
@@ -870,12 +888,11 @@ int on_drop(struct tp_kfree_skb *ctx)
 		return 0;
 	__u8 flags = tcp[13];
 	int pure_syn = (flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN;
-	if (!pure_syn && reason != drop_listen_overflow)
+	int handshake_ack = (flags & (TH_SYN | TH_ACK | TH_RST)) == TH_ACK;
+	if (queue_full ? !handshake_ack : !pure_syn && reason != drop_listen_overflow)
 		return 0;
 	f.rport = ((__u16)tcp[0] << 8) | tcp[1];
 	f.lport = ((__u16)tcp[2] << 8) | tcp[3];
-	const struct sock *rx = ctx->rx_sk;
-	__u32 rx_state = 0;
 	if (rx) {
 		rx_state = BPF_CORE_READ(rx, __sk_common.skc_state);
 		f.netns = netns_of(rx);
@@ -888,11 +905,12 @@ int on_drop(struct tp_kfree_skb *ctx)
 	__u64 listener = rx_state == TCP_LISTEN ? (__u64)rx : 0;
 	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
 	struct dropped nd = {.first_ns = now, .last_ns = now, .drops = 1, .reason = reason,
-			     .rx_state = rx_state, .listener = listener};
+			     .rx_state = rx_state, .listener = listener, .queue_full = queue_full};
 	if (d) {
 		d->last_ns = now;
 		d->drops += 1;
 		d->reason = reason;
+		d->queue_full |= queue_full;
 		if (rx_state)
 			d->rx_state = rx_state;
 		if (listener)
@@ -916,6 +934,7 @@ int on_drop(struct tp_kfree_skb *ctx)
 	e->drops = nd.drops;
 	e->drop_reason = reason;
 	e->rx_state = rx_state;
+	e->queue_full = nd.queue_full;
 	put_owner(e, nd.listener);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
