@@ -367,10 +367,15 @@ impl Table {
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP))
             .set_created_by(format!("tcpwhy {}", crate::VERSION));
-        // Strings that are (nearly) unique per row gain nothing from a dictionary, and
-        // building one costs a hash of every value.
-        for (n, _, _) in cols.iter().filter(|(n, _, _)| UNIQUE.contains(&n.as_str())) {
-            props = props.set_column_dictionary_enabled(ColumnPath::from(n.as_str()), false);
+        // A dictionary costs a hash of every value. Numbers, times and flags go without one
+        // (zstd finds their repeats), and so do strings that are (nearly) unique per row;
+        // the other strings (roles, addresses, ids, causes) repeat and keep theirs.
+        props = props.set_dictionary_enabled(false);
+        for (n, _, _) in cols
+            .iter()
+            .filter(|(n, _, k)| *k == Str && !UNIQUE.contains(&n.as_str()))
+        {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(n.as_str()), true);
         }
         let props = props.build();
         let w =
@@ -482,9 +487,16 @@ impl Node {
                 return &mut self.keys[h].2;
             }
         }
+        // A field absent from this record (skipped when empty) moves the hint: the key is
+        // found by its address, and compared as text only the first time it comes.
         let found = (h..self.keys.len())
             .chain(0..h)
-            .find(|&i| self.keys[i].0 == key);
+            .find(|&i| self.keys[i].1 == addr && self.keys[i].0.len() == key.len())
+            .or_else(|| {
+                (h..self.keys.len())
+                    .chain(0..h)
+                    .find(|&i| self.keys[i].0 == key)
+            });
         let i = match found {
             Some(i) if i > h => {
                 self.keys[h..=i].rotate_right(1);
