@@ -138,6 +138,9 @@ pub struct Options {
     /// Send every connect() as an event (`Output::Connect`); otherwise only those with a SYN
     /// retransmission or a reset are, and the rest are counted in the kernel.
     pub connections: bool,
+    /// Hand `Output::Tick` once a second (live metrics); reading the kernel's histogram for
+    /// it is a system call per bucket, so a watch without metrics does not.
+    pub ticks: bool,
 }
 
 /// What `run` hands its caller as it happens.
@@ -664,10 +667,13 @@ pub fn run(
     };
     let start = Instant::now();
     let mut next_tick = start + Duration::from_secs(1);
-    // The ring buffer is drained every 10 ms: 4 MB holds about 29 000 events, over a second
-    // of 20 000 connects, so a slow consumer loses nothing before the next drain.
-    let tick = Duration::from_millis(10);
+    // The ring buffer is drained every 10 ms while events come, every 100 ms when the last
+    // drain found none (an idle host wakes the process 10 times a second, not 100): 4 MB
+    // holds about 29 000 events, so even a burst of 200 000 events a second starting just
+    // after an idle drain loses nothing before the next one.
+    let (busy, idle) = (Duration::from_millis(10), Duration::from_millis(100));
     loop {
+        let before = summary.events;
         while let Some(item) = ring.next() {
             summary.events += 1;
             let Some(e) = Event::parse(&item) else {
@@ -692,7 +698,7 @@ pub fn run(
         for f in judge.due(monotonic_ns()) {
             finding(&mut summary, f, &mut out)?;
         }
-        if Instant::now() >= next_tick {
+        if opts.ticks && Instant::now() >= next_tick {
             next_tick += Duration::from_secs(1);
             out(Output::Tick {
                 kernel_connects: (0..HIST_BUCKETS).map(hist_count).sum(),
@@ -704,7 +710,7 @@ pub fn run(
         if done {
             break;
         }
-        std::thread::sleep(tick);
+        std::thread::sleep(if summary.events > before { busy } else { idle });
     }
     // Server-side findings still held, and drops no handshake followed, are said now.
     for f in judge.due(u64::MAX) {

@@ -335,6 +335,7 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
         cgroup,
         netns,
         connections: args.connections && args.format == WatchFormat::Json,
+        ticks: args.serve.is_some() || args.textfile.is_some(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
