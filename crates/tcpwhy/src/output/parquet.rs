@@ -10,10 +10,11 @@
 //! integers, a finding's cause-specific `details` as a JSON string. Every table has a `source`
 //! column: the inputs of the run, as given.
 //!
-//! Rows are written in row groups of [`ROW_GROUP`] as the analysis streams, so memory stays
-//! bounded by open connections and one row group per table. Exchange and stall records are
-//! always written (columnar files keep them cheap), as `--format json --exchanges` writes
-//! them.
+//! Rows are written in row groups of [`ROW_GROUP`] as the analysis streams, handed to each
+//! table's writing thread in batches of [`BATCH`], so memory stays bounded by open
+//! connections and, per table, two batches and the encoded row group in progress. Exchange
+//! and stall records are always written (columnar files keep them cheap), as `--format json
+//! --exchanges` writes them.
 
 use super::json::JsonPrinter;
 use super::record::{ConnectionRecord, ExchangeRecord, FindingRecord, StallRecord};
@@ -44,8 +45,11 @@ use std::thread::JoinHandle;
 /// Columns whose values are (nearly) unique per row: written without a dictionary.
 const UNIQUE: [&str; 4] = ["client", "explanation", "wireshark_filter", "details"];
 
-/// Rows per row group (and per batch handed to the writer).
+/// Rows per row group.
 pub const ROW_GROUP: usize = 65_536;
+/// Rows per batch handed to the writing thread, which encodes each into the row group in
+/// progress: the builders and the queued batch hold an eighth of a row group, not two.
+const BATCH: usize = 8_192;
 
 /// The type of a column and how a JSON value becomes one of its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,7 +384,7 @@ impl Table {
         let props = props.build();
         let w =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
-        // One batch queued while the thread writes another: memory stays two row groups.
+        // One batch queued while the thread writes another.
         let (tx, rx) = sync_channel(1);
         let writer = std::thread::Builder::new()
             .name(format!("tcpwhy-parquet-{name}"))
@@ -425,7 +429,7 @@ impl Table {
             }
         }
         self.rows += 1;
-        if self.rows == ROW_GROUP {
+        if self.rows == BATCH {
             self.flush()?;
         }
         Ok(())
