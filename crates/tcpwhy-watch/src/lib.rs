@@ -735,6 +735,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tracepoint_laid_out_differently_is_left_out_and_said() {
+        // tcp:tcp_send_reset's record as Linux 6.18 lays it out (format.rs), under a tracefs
+        // directory of our own; then the same with `reason` moved, without it, and absent.
+        let tp = TRACEPOINTS
+            .iter()
+            .find(|t| t.name == "tcp_send_reset")
+            .expect("tcp_send_reset is watched");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let events = dir.path().join("events/tcp/tcp_send_reset");
+        std::fs::create_dir_all(&events).unwrap();
+        let format = events.join("format");
+        let send_reset = crate::format::tests::SEND_RESET;
+        std::fs::write(&format, send_reset).unwrap();
+        assert_eq!(layout_problem(dir.path(), tp), None);
+        std::fs::write(
+            &format,
+            send_reset.replace("reason;\toffset:28;", "reason;\toffset:32;"),
+        )
+        .unwrap();
+        assert_eq!(
+            layout_problem(dir.path(), tp).as_deref(),
+            Some("its field reason is at offset 32 size 4, the program reads offset 28 size 4")
+        );
+        std::fs::write(
+            &format,
+            send_reset.replace("enum sk_rst_reason reason;", "enum sk_rst_reason why;"),
+        )
+        .unwrap();
+        assert_eq!(
+            layout_problem(dir.path(), tp).as_deref(),
+            Some("it has no field reason")
+        );
+        std::fs::remove_file(&format).unwrap();
+        assert_eq!(
+            layout_problem(dir.path(), tp).as_deref(),
+            Some("not on this kernel")
+        );
+        // What is then said: the finding ids that lose the tracepoint.
+        assert_eq!(ids_needing(tp), ["syn-stale-state"]);
+    }
+
+    #[test]
     fn hz_from_a_kernel_config() {
         assert_eq!(
             config_hz("# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"),
