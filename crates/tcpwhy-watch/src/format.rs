@@ -74,11 +74,11 @@ pub fn symbols(text: &str, field: &str) -> BTreeMap<u32, String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     // tcp:tcp_send_reset's format on this machine's kernel (6.18), the reason list shortened.
-    pub(crate) const SEND_RESET: &str = "name: tcp_send_reset
+    const SEND_RESET: &str = "name: tcp_send_reset
 ID: 1726
 format:
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;

@@ -1,9 +1,9 @@
 //! # tcpwhy-watch: the causes of TCP latency named live from the kernel, with no capture
 //!
-//! BPF programs on tracepoints only (tcp:tcp_send_reset and skb:kfree_skb by their records;
-//! sock:inet_sock_set_state, tcp:tcp_retransmit_skb, tcp:tcp_receive_reset,
-//! tcp:tcp_cong_state_set, tcp:tcp_probe and tcp:tcp_sendmsg_locked BTF-typed) keep each connection's state in
-//! BPF maps and send an event when something is decided (`bpf/watch.bpf.c`); [`judge`] turns
+//! BPF programs on tracepoints only (skb:kfree_skb by its record; sock:inet_sock_set_state,
+//! tcp:tcp_retransmit_skb, tcp:tcp_send_reset, tcp:tcp_receive_reset, tcp:tcp_cong_state_set,
+//! tcp:tcp_probe and tcp:tcp_sendmsg_locked BTF-typed) keep each connection's state in BPF
+//! maps and send an event when something is decided (`bpf/watch.bpf.c`); [`judge`] turns
 //! the events into connect records and findings with analyze's ids, costs and fixes. Before
 //! attaching, each record-reading program's layout is checked against the running kernel's
 //! format file (a BTF-typed program is checked by the verifier against the kernel's BTF), and
@@ -72,8 +72,8 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         program: "on_send_reset",
         category: "tcp",
         name: "tcp_send_reset",
-        btf: false,
-        fields: &[("skaddr", 16, 8), ("state", 24, 4), ("reason", 28, 4)],
+        btf: true,
+        fields: &[],
     },
     Tracepoint {
         program: "on_receive_reset",
@@ -734,33 +734,49 @@ pub fn run(
 mod tests {
     use super::*;
 
+    /// skb:kfree_skb's record as Linux 6.18 lays it out (its format file's field lines; the
+    /// print format, with every drop reason, is left out).
+    const KFREE_SKB: &str = "name: kfree_skb
+ID: 2310
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:void * skbaddr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:void * location;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:void * rx_sk;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:unsigned short protocol;\toffset:32;\tsize:2;\tsigned:0;
+\tfield:enum skb_drop_reason reason;\toffset:36;\tsize:4;\tsigned:0;
+";
+
     #[test]
     fn a_tracepoint_laid_out_differently_is_left_out_and_said() {
-        // tcp:tcp_send_reset's record as Linux 6.18 lays it out (format.rs), under a tracefs
-        // directory of our own; then the same with `reason` moved, without it, and absent.
+        // kfree_skb's 6.18 record under a tracefs directory of our own; then the same with
+        // `reason` moved, renamed, and the tracepoint absent.
         let tp = TRACEPOINTS
             .iter()
-            .find(|t| t.name == "tcp_send_reset")
-            .expect("tcp_send_reset is watched");
+            .find(|t| t.name == "kfree_skb")
+            .expect("kfree_skb is watched");
         let dir = tempfile::tempdir().expect("temporary directory");
-        let events = dir.path().join("events/tcp/tcp_send_reset");
+        let events = dir.path().join("events/skb/kfree_skb");
         std::fs::create_dir_all(&events).unwrap();
         let format = events.join("format");
-        let send_reset = crate::format::tests::SEND_RESET;
-        std::fs::write(&format, send_reset).unwrap();
+        std::fs::write(&format, KFREE_SKB).unwrap();
         assert_eq!(layout_problem(dir.path(), tp), None);
         std::fs::write(
             &format,
-            send_reset.replace("reason;\toffset:28;", "reason;\toffset:32;"),
+            KFREE_SKB.replace("reason;\toffset:36;", "reason;\toffset:40;"),
         )
         .unwrap();
         assert_eq!(
             layout_problem(dir.path(), tp).as_deref(),
-            Some("its field reason is at offset 32 size 4, the program reads offset 28 size 4")
+            Some("its field reason is at offset 40 size 4, the program reads offset 36 size 4")
         );
         std::fs::write(
             &format,
-            send_reset.replace("enum sk_rst_reason reason;", "enum sk_rst_reason why;"),
+            KFREE_SKB.replace("enum skb_drop_reason reason;", "enum skb_drop_reason why;"),
         )
         .unwrap();
         assert_eq!(
@@ -773,7 +789,14 @@ mod tests {
             Some("not on this kernel")
         );
         // What is then said: the finding ids that lose the tracepoint.
-        assert_eq!(ids_needing(tp), ["syn-stale-state"]);
+        assert_eq!(
+            ids_needing(tp),
+            [
+                "syn-stale-state (server side)",
+                "syn-unanswered (server side)",
+                "accept-queue-full"
+            ]
+        );
     }
 
     #[test]

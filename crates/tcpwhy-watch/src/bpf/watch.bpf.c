@@ -135,13 +135,6 @@ struct tp_common {
 
 
 
-struct tp_tcp_send_reset {
-	struct tp_common h;
-	const void *skbaddr;    // 8
-	const void *skaddr;     // 16
-	int state;              // 24
-	unsigned int reason;    // 28
-};
 
 
 struct tp_kfree_skb {
@@ -770,19 +763,24 @@ int on_retransmit(__u64 *ctx)
 	return 0;
 }
 
-SEC("tracepoint/tcp/tcp_send_reset")
-int on_send_reset(struct tp_tcp_send_reset *ctx)
+// BTF-typed (tcp_send_reset(const struct sock *sk, const struct sk_buff *skb,
+// const enum sk_rst_reason reason); sk is NULL for a reset sent with no socket): the kernel
+// fills no record for it (filling the record, addresses included, cost more than the
+// program, at every reset this host sends).
+SEC("tp_btf/tcp_send_reset")
+int on_send_reset(__u64 *ctx)
 {
-	if (ctx->state != TCP_SYN_SENT || !ctx->skaddr)
+	const struct sock *s = (const void *)ctx[0];
+	if (!s || s->__sk_common.skc_state != TCP_SYN_SENT)
 		return 0;
-	__u64 sk = (__u64)ctx->skaddr;
+	__u64 sk = (__u64)s;
 	struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
 	if (!si || !si->opening)
 		return 0;
 	if (si->o.rst_sent == 0)
 		si->o.rst_sent_ns = bpf_ktime_get_ns();
 	si->o.rst_sent += 1;
-	si->o.rst_reason = ctx->reason;
+	si->o.rst_reason = (__u32)ctx[2];
 	return 0;
 }
 
