@@ -260,6 +260,13 @@ pub struct Judge {
     next_scan_ns: u64,
 }
 
+/// Whether a server-side finding is the wait of the client's opening that ended at
+/// `opening_end_ns`: its drops began before the opening ended. Drops after it (the
+/// handshake's last ACK at a full accept queue) are a wait of their own.
+fn same_wait(server: &WatchFinding, opening_end_ns: u64) -> bool {
+    server.start_ns < opening_end_ns
+}
+
 /// The findings of `v` whose time has come, taken out of it.
 fn take_due<K>(v: &mut Vec<(u64, K, WatchFinding)>, now_ns: u64) -> Vec<WatchFinding> {
     let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(v)
@@ -348,14 +355,13 @@ impl Judge {
         }
     }
 
-    /// A client-side opening finding: a held server-side finding of the same connection whose
-    /// drops began before the opening ended (the same wait) is folded into it. Drops after
-    /// it (the handshake's last ACK at a full accept queue) are a wait of their own.
+    /// A client-side opening finding: a held server-side finding of the same connection and
+    /// the same wait (`same_wait`) is folded into it.
     fn client_finding(&mut self, f: &WatchFinding) {
         let pair = (f.local, f.remote);
         let before = self.held.len();
         self.held
-            .retain(|(_, p, s)| *p != pair || s.start_ns >= f.end_ns);
+            .retain(|(_, p, s)| *p != pair || !same_wait(s, f.end_ns));
         self.folded += (before - self.held.len()) as u64;
         if self.clients.len() >= KEPT {
             let now = f.end_ns;
@@ -395,7 +401,7 @@ impl Judge {
         if self
             .clients
             .get(&pair)
-            .is_some_and(|t| now.saturating_sub(*t) < CLIENT_KEPT_NS && f.start_ns < *t)
+            .is_some_and(|t| now.saturating_sub(*t) < CLIENT_KEPT_NS && same_wait(&f, *t))
         {
             self.folded += 1;
             return;

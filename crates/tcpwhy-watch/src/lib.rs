@@ -763,24 +763,21 @@ format:
         let events = dir.path().join("events/skb/kfree_skb");
         std::fs::create_dir_all(&events).unwrap();
         let format = events.join("format");
-        std::fs::write(&format, KFREE_SKB).unwrap();
-        assert_eq!(layout_problem(dir.path(), tp), None);
-        std::fs::write(
-            &format,
-            KFREE_SKB.replace("reason;\toffset:36;", "reason;\toffset:40;"),
-        )
-        .unwrap();
+        // The format file laid out as `text`: what is wrong with it, if anything.
+        let problem = |text: &str| {
+            std::fs::write(&format, text).unwrap();
+            layout_problem(dir.path(), tp)
+        };
+        assert_eq!(problem(KFREE_SKB), None);
         assert_eq!(
-            layout_problem(dir.path(), tp).as_deref(),
+            problem(&KFREE_SKB.replace("reason;\toffset:36;", "reason;\toffset:40;")).as_deref(),
             Some("its field reason is at offset 40 size 4, the program reads offset 36 size 4")
         );
-        std::fs::write(
-            &format,
-            KFREE_SKB.replace("enum skb_drop_reason reason;", "enum skb_drop_reason why;"),
-        )
-        .unwrap();
         assert_eq!(
-            layout_problem(dir.path(), tp).as_deref(),
+            problem(
+                &KFREE_SKB.replace("enum skb_drop_reason reason;", "enum skb_drop_reason why;")
+            )
+            .as_deref(),
             Some("it has no field reason")
         );
         std::fs::remove_file(&format).unwrap();

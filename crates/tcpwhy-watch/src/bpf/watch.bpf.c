@@ -133,10 +133,6 @@ struct tp_common {
 	__u64 common;
 };
 
-
-
-
-
 struct tp_kfree_skb {
 	struct tp_common h;
 	const void *skbaddr;    // 8
@@ -146,7 +142,6 @@ struct tp_kfree_skb {
 	__u16 pad;
 	__u32 reason;           // 36
 };
-
 
 // ---- what is kept and what is sent ----
 
@@ -501,9 +496,9 @@ static __always_inline struct event *socket_event(__u32 kind, const struct sock 
 	return e;
 }
 
-
 // A resend's D-SACK check: the socket's count of D-SACK blocks received when it resent.
-// (Socket-local storage would suit it better; aya 0.13 cannot create that map type.)
+// (Socket-local storage, tried for `socks`, cost more per socket than a hash: its allocation;
+// docs/performance.md.)
 struct resend_mark {
 	__u32 dsack_dups;
 	__u32 pending;

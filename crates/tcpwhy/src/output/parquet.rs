@@ -483,24 +483,20 @@ impl Node {
     /// are moved into the order the fields come in, which is the same for every record of a
     /// view: after the first record each field is found at the first comparison.
     fn child(&mut self, key: &'static str) -> &mut Node {
-        let h = self.hint.min(self.keys.len());
+        let n = self.keys.len();
+        let h = self.hint.min(n);
         let addr = key.as_ptr() as usize;
-        if let Some(k) = self.keys.get_mut(h) {
-            if k.1 == addr && k.0.len() == key.len() {
-                self.hint = h + 1;
-                return &mut self.keys[h].2;
-            }
+        let at_addr = |k: &(String, usize, Node)| k.1 == addr && k.0.len() == key.len();
+        if self.keys.get(h).is_some_and(at_addr) {
+            self.hint = h + 1;
+            return &mut self.keys[h].2;
         }
         // A field absent from this record (skipped when empty) moves the hint: the key is
         // found by its address, and compared as text only the first time it comes.
-        let found = (h..self.keys.len())
-            .chain(0..h)
-            .find(|&i| self.keys[i].1 == addr && self.keys[i].0.len() == key.len())
-            .or_else(|| {
-                (h..self.keys.len())
-                    .chain(0..h)
-                    .find(|&i| self.keys[i].0 == key)
-            });
+        let order = || (h..n).chain(0..h);
+        let found = order()
+            .find(|&i| at_addr(&self.keys[i]))
+            .or_else(|| order().find(|&i| self.keys[i].0 == key));
         let i = match found {
             Some(i) if i > h => {
                 self.keys[h..=i].rotate_right(1);
