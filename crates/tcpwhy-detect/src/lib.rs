@@ -9,20 +9,26 @@
 //! Architecture invariant: detectors see only what the tracker reports (segments with their
 //! connection, finished connections) and capture time; no I/O, no clock; the same packets give
 //! the same findings in the same order with any number of threads.
+//!
+//! Inside, each layer uses only those below it: `slots` (the containers a connection's states
+//! live in) <- `model` (the exchange and stall models, the round trip) <- `detectors` (the
+//! registry, `ConnState`, one file per detector) <- this file (the driver, [`Detectors`]). A
+//! model reaches its state through a trait of its own (`model::exchange::Place`), which
+//! `ConnState` implements, so it names no detector.
 #![forbid(unsafe_code)]
 
 pub mod confidence;
 pub mod detectors;
 pub use detectors::ConnState;
-mod exchange;
 mod finding;
 mod half_open;
-mod stall;
+mod model;
+mod slots;
 
 pub use half_open::HalfOpen;
 
-pub use exchange::{Exchange, Split};
-pub use stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
+pub use model::exchange::{Exchange, Split};
+pub use model::stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
 
 pub use finding::{Confidence, Finding, Level};
 use tcpwhy_track::{Connection, SegmentEvent, Sink};
@@ -102,9 +108,9 @@ pub struct Detectors<'a> {
     set: detectors::Set,
     out: &'a mut dyn Output,
     buf: Vec<Finding>,
-    exchanges: exchange::Exchanges,
+    exchanges: model::exchange::Exchanges,
     xbuf: Vec<Exchange>,
-    stalls: stall::Stalls,
+    stalls: model::stall::Stalls,
     sbuf: Vec<Stall>,
     states: detectors::States,
     /// The tracker's latest moment, passed on only before a record (the output sees the

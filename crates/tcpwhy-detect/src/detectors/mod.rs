@@ -8,6 +8,9 @@ mod spurious_retransmission;
 pub(crate) mod syn_flood;
 pub(crate) mod syn_scan;
 
+pub(crate) use crate::model::{rtt_ns, MS};
+use crate::slots::Part;
+pub(crate) use crate::slots::{Lazy, PerSide, Rare, Recycle, WHOLE};
 use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
 
@@ -146,89 +149,6 @@ impl Set {
     }
 }
 
-/// One detector's state for one connection (or one direction of it): it exists once the
-/// detector has looked at the connection (`get`), and is handed back once at the end (`take`:
-/// `None` if the detector never looked). Whether it was looked at is bit `BIT` of the
-/// connection's `ConnState::used` (one word for all: a flag beside each state cost 8 bytes of
-/// padding each, 168 bytes per connection).
-#[derive(Debug, Default)]
-pub(crate) struct Lazy<T, const BIT: u32> {
-    val: T,
-}
-
-impl<T: Default, const BIT: u32> Lazy<T, BIT> {
-    const MASK: u32 = 1 << BIT;
-
-    pub fn get(&mut self, used: &mut u32) -> &mut T {
-        *used |= Self::MASK;
-        &mut self.val
-    }
-
-    /// Whether the detector has looked at this state (`get`) since the connection began.
-    pub fn looked(&self, used: u32) -> bool {
-        used & Self::MASK != 0
-    }
-
-    /// The state, if the detector has looked at it.
-    pub fn peek(&self, used: u32) -> Option<&T> {
-        self.looked(used).then_some(&self.val)
-    }
-
-    pub fn take(&mut self, used: &mut u32) -> Option<T> {
-        claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
-    }
-}
-
-/// Clear `mask` in `used`; true if it was set (the state was looked at and is handed back).
-fn claim(used: &mut u32, mask: u32) -> bool {
-    let set = *used & mask != 0;
-    *used &= !mask;
-    set
-}
-
-/// A state, or the part of one, that few connections need (what a detector found: counts,
-/// totals, the first occurrences; a zero window): boxed, allocated when first written. Inline in
-/// every open connection's `ConnState` these parts were about a quarter of it.
-#[derive(Debug, Clone)]
-pub(crate) struct Rare<T>(Option<Box<T>>);
-
-impl<T> Default for Rare<T> {
-    fn default() -> Self {
-        Rare(None)
-    }
-}
-
-impl<T: Default> Rare<T> {
-    /// The state, allocated now if it was not yet.
-    pub fn get(&mut self) -> &mut T {
-        self.0.get_or_insert_with(Box::default)
-    }
-}
-
-impl<T> Rare<T> {
-    /// Write the state (allocated now if it was not yet).
-    pub fn set(&mut self, v: T) {
-        match &mut self.0 {
-            Some(b) => **b = v,
-            None => self.0 = Some(Box::new(v)),
-        }
-    }
-
-    /// The state if it was written.
-    pub fn peek(&self) -> Option<&T> {
-        self.0.as_deref()
-    }
-
-    /// The state if it was written.
-    pub fn peek_mut(&mut self) -> Option<&mut T> {
-        self.0.as_deref_mut()
-    }
-
-    pub fn into_inner(self) -> Option<Box<T>> {
-        self.0
-    }
-}
-
 /// What few connections need: the `Rare` parts of the detectors' states (what a detector
 /// found, a direction's retransmissions and when it last retransmitted, its zero windows and
 /// pauses, when it filled the receiver's window, its latest burst after idle, the SYNs sent
@@ -247,7 +167,7 @@ pub(crate) struct Extra {
     client_delay: Rare<client_delay::Late>,
     server_delay: Rare<server_delay::Found>,
     path_latency: Rare<path_latency::Later>,
-    exchange: Rare<crate::exchange::Delays>,
+    exchange: Rare<crate::model::exchange::Delays>,
     slow_start_restart: [Rare<slow_start_restart::Found>; 2],
     after_idle: [Rare<slow_start_restart::AfterIdle>; 2],
     nagle_delayed_ack: [Rare<nagle_delayed_ack::Found>; 2],
@@ -255,22 +175,13 @@ pub(crate) struct Extra {
     zero_window: [Rare<zero_window::State>; 2],
     rwnd_limited: [Rare<rwnd_limited::Found>; 2],
     sender_limited: [Rare<sender_limited::State>; 2],
-    stall_retx: [Rare<crate::stall::LastRetx>; 2],
+    stall_retx: [Rare<crate::model::stall::LastRetx>; 2],
     connection_reset: Rare<connection_reset::Reset>,
-}
-
-/// The `side` argument of a part that belongs to the whole connection (it is ignored).
-pub(crate) const WHOLE: Side = Side::Client;
-
-/// A part of `Extra`: where its value for direction `side` (sent by `side`) lives.
-pub(crate) trait Part: Sized {
-    fn of(e: &mut Extra, side: Side) -> &mut Rare<Self>;
-    fn of_ref(e: &Extra, side: Side) -> &Rare<Self>;
 }
 
 macro_rules! parts {
     (whole: $($wt:ty => $wf:ident),*; per side: $($st:ty => $sf:ident),*) => {
-        $(impl Part for $wt {
+        $(impl Part<Extra> for $wt {
             #[inline]
             fn of(e: &mut Extra, _: Side) -> &mut Rare<Self> {
                 &mut e.$wf
@@ -280,7 +191,7 @@ macro_rules! parts {
                 &e.$wf
             }
         })*
-        $(impl Part for $st {
+        $(impl Part<Extra> for $st {
             #[inline]
             fn of(e: &mut Extra, side: Side) -> &mut Rare<Self> {
                 &mut e.$sf[side as usize]
@@ -303,7 +214,7 @@ parts! {
         server_delay::Found => server_delay,
         path_latency::Later => path_latency,
         connection_reset::Reset => connection_reset,
-        crate::exchange::Delays => exchange;
+        crate::model::exchange::Delays => exchange;
     per side:
         slow_start_restart::Found => slow_start_restart,
         slow_start_restart::AfterIdle => after_idle,
@@ -312,124 +223,11 @@ parts! {
         zero_window::State => zero_window,
         rwnd_limited::Found => rwnd_limited,
         sender_limited::State => sender_limited,
-        crate::stall::LastRetx => stall_retx
+        crate::model::stall::LastRetx => stall_retx
 }
 
 /// A connection's `Extra`, if any part was written.
-#[derive(Debug, Default)]
-pub(crate) struct Extras(Option<Box<Extra>>);
-
-impl Extras {
-    /// Part `T` of `side`, allocated now (with the `Extra` if need be) if it was not yet.
-    #[inline]
-    pub fn get<T: Part + Default>(&mut self, side: Side) -> &mut T {
-        T::of(self.0.get_or_insert_default(), side).get()
-    }
-
-    /// Write part `T` of `side` (allocated now if it was not yet).
-    pub fn set<T: Part>(&mut self, side: Side, v: T) {
-        T::of(self.0.get_or_insert_default(), side).set(v);
-    }
-
-    /// Part `T` of `side` if it was written.
-    #[inline]
-    pub fn peek<T: Part>(&self, side: Side) -> Option<&T> {
-        self.0.as_deref().and_then(|e| T::of_ref(e, side).peek())
-    }
-
-    /// Part `T` of `side` if it was written.
-    #[inline]
-    pub fn peek_mut<T: Part>(&mut self, side: Side) -> Option<&mut T> {
-        self.0
-            .as_deref_mut()
-            .and_then(|e| T::of(e, side).peek_mut())
-    }
-
-    /// Part `T` of `side` if it was written, leaving none.
-    #[inline]
-    pub fn take<T: Part>(&mut self, side: Side) -> Option<Box<T>> {
-        self.0
-            .as_deref_mut()
-            .and_then(|e| std::mem::take(T::of(e, side)).into_inner())
-    }
-}
-
-/// A state emptied in place after its connection, keeping what it allocated.
-pub(crate) trait Recycle {
-    /// Back to the default value, keeping (bounded) buffers.
-    fn recycle(&mut self);
-}
-
-/// A finished connection's state, emptied when this goes.
-pub(crate) struct Finished<'a, T: Recycle>(&'a mut T);
-
-impl<T: Recycle> std::ops::Deref for Finished<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        self.0
-    }
-}
-
-impl<T: Recycle> std::ops::DerefMut for Finished<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        self.0
-    }
-}
-
-impl<T: Recycle> Drop for Finished<'_, T> {
-    fn drop(&mut self) {
-        self.0.recycle();
-    }
-}
-
-/// A detector's state for each direction of a connection, by the sending side: bits `BIT`
-/// (client) and `BIT + 1` (server) of `ConnState::used`.
-#[derive(Debug, Default)]
-pub(crate) struct PerSide<T, const BIT: u32> {
-    client: T,
-    server: T,
-}
-
-impl<T: Default, const BIT: u32> PerSide<T, BIT> {
-    fn mask(side: Side) -> u32 {
-        match side {
-            Side::Client => 1 << BIT,
-            Side::Server => 1 << (BIT + 1),
-        }
-    }
-
-    fn val(&mut self, side: Side) -> &mut T {
-        match side {
-            Side::Client => &mut self.client,
-            Side::Server => &mut self.server,
-        }
-    }
-
-    pub fn get(&mut self, used: &mut u32, side: Side) -> &mut T {
-        *used |= Self::mask(side);
-        self.val(side)
-    }
-
-    pub fn take(&mut self, used: &mut u32, side: Side) -> Option<T> {
-        claim(used, Self::mask(side)).then(|| std::mem::take(self.val(side)))
-    }
-
-    /// The state of `side` if the detector has looked at it.
-    pub fn peek_mut(&mut self, used: u32, side: Side) -> Option<&mut T> {
-        (used & Self::mask(side) != 0).then(|| self.val(side))
-    }
-
-    /// Like `take`, for a state that keeps allocations: the state is read in place and
-    /// emptied (`Recycle`) when the returned guard goes, its buffers kept for the next
-    /// connection in this slot (allocating and freeing them for each of hundreds of
-    /// thousands of short connections was 4% of a run).
-    pub fn finish(&mut self, used: &mut u32, side: Side) -> Option<Finished<'_, T>>
-    where
-        T: Recycle,
-    {
-        claim(used, Self::mask(side)).then(|| Finished(self.val(side)))
-    }
-}
+pub(crate) type Extras = crate::slots::Extras<Extra>;
 
 /// Every detector's state for one connection, side by side: a packet touches one place in
 /// memory, not one per detector (each detector had its own table; with hundreds of thousands
@@ -467,8 +265,8 @@ pub struct ConnState {
     pub(crate) server_delay: Lazy<server_delay::State, 11>,
     pub(crate) path_latency: Lazy<path_latency::State, 12>,
     pub(crate) rwnd_limited: Lazy<rwnd_limited::State, 14>,
-    pub(crate) exchange: Lazy<crate::exchange::State, 18>,
-    pub(crate) stall: PerSide<crate::stall::Dir, 19>,
+    pub(crate) exchange: Lazy<crate::model::exchange::State, 18>,
+    pub(crate) stall: PerSide<crate::model::stall::Dir, 19>,
 }
 
 /// `ConnState::exchange_has` bit (its padding): rwnd-limited found the receiver's window
@@ -508,6 +306,41 @@ impl ConnState {
     }
 }
 
+impl crate::model::exchange::Place for ConnState {
+    type Extra = Extra;
+
+    #[inline(always)]
+    fn exchange(&mut self) -> (&mut crate::model::exchange::State, &mut u8, &mut Extras) {
+        (
+            self.exchange.get(&mut self.used),
+            &mut self.exchange_has,
+            &mut self.extra,
+        )
+    }
+
+    fn exchange_taken(&mut self) -> (Option<crate::model::exchange::State>, &mut u8, &mut Extras) {
+        (
+            self.exchange.take(&mut self.used),
+            &mut self.exchange_has,
+            &mut self.extra,
+        )
+    }
+}
+
+impl crate::model::stall::Place for ConnState {
+    type Extra = Extra;
+
+    #[inline(always)]
+    fn stall(&mut self, side: Side) -> (&mut crate::model::stall::Dir, &mut Extras) {
+        (self.stall.get(&mut self.used, side), &mut self.extra)
+    }
+
+    fn stall_done(&mut self) {
+        self.stall.take(&mut self.used, Side::Client);
+        self.stall.take(&mut self.used, Side::Server);
+    }
+}
+
 /// Each detector's bytes per connection (`Lazy` and `PerSide` add nothing to their states:
 /// the "looked at" bits are in `ConnState::used`).
 impl crate::half_open::HalfOpen {
@@ -541,8 +374,8 @@ pub(crate) fn print_sizes() {
         ("server_delay", size_of::<server_delay::State>()),
         ("path_latency", size_of::<path_latency::State>()),
         ("rwnd_limited", size_of::<rwnd_limited::State>()),
-        ("exchange", size_of::<crate::exchange::State>()),
-        ("stall", 2 * size_of::<crate::stall::Dir>()),
+        ("exchange", size_of::<crate::model::exchange::State>()),
+        ("stall", 2 * size_of::<crate::model::stall::Dir>()),
     ] {
         eprintln!("  {name:<20} {size:>5} bytes");
     }
@@ -624,27 +457,6 @@ impl States {
     }
 }
 
-/// The connection's round trip as well as the capture tells it: the handshake, else the
-/// smallest full-path sample, else (no handshake: a connection that began before the capture)
-/// the sum of each side's smallest data -> ACK time. The capture point splits the path in
-/// two; each side's data -> ACK time covers the part beyond the capture point and back, so
-/// together they cover the whole round trip once, from any vantage point.
-pub(crate) fn rtt_ns(c: &Connection) -> Option<i64> {
-    c.handshake_rtt_ns()
-        .or_else(|| c.rtt_summary().map(|r| r.0))
-        .or_else(|| {
-            let min = |side: Side| {
-                let r = &c.endpoint(side).ack_rtt;
-                (r.count() > 0).then_some(r.min_ns)
-            };
-            match (min(Side::Client), min(Side::Server)) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            }
-        })
-        .filter(|r| *r > 0)
-}
-
 pub(crate) fn side_name(c: &Connection, side: Side) -> String {
     let e = c.endpoint(side);
     let ep = match e.addr {
@@ -653,8 +465,6 @@ pub(crate) fn side_name(c: &Connection, side: Side) -> String {
     };
     format!("the {} ({ep})", side.name())
 }
-
-pub(crate) const MS: i64 = 1_000_000;
 
 #[cfg(test)]
 mod set_tests {
@@ -710,13 +520,13 @@ mod set_tests {
         // part one place whatever the side. Also: nothing is allocated before the first part,
         // and a part is taken once.
         let mut x = Extras::default();
-        assert!(x.0.is_none(), "nothing allocated until a part is written");
+        assert!(x.is_empty(), "nothing allocated until a part is written");
         let (c, s) = (Side::Client, Side::Server);
         x.get::<syn_refused::Refused>(WHOLE);
         x.set(WHOLE, client_delay::Late(At::new(1, 10), At::new(2, 20)));
         x.get::<sender_limited::State>(c);
         x.get::<retx::Losses>(s);
-        assert!(x.0.is_some());
+        assert!(!x.is_empty());
         assert!(x.peek::<syn_refused::Refused>(WHOLE).is_some());
         assert!(
             x.peek::<syn_refused::Refused>(s).is_some(),

@@ -38,7 +38,7 @@
 
 use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
-use crate::stall::{Stall, StallClass};
+use crate::model::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
 use tcpwhy_track::{Connection, Side};

@@ -19,7 +19,7 @@
 //! - `transfer`: the rest of the response's delivery (serialization, more round trips while the
 //!   congestion window grows).
 
-use crate::detectors::{ConnState, Extras, WHOLE};
+use crate::slots::{Extras, Part, WHOLE};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
@@ -110,35 +110,49 @@ fn held(prev: Ts, ack: Ts, now: At) -> i64 {
     }
 }
 
+/// Where the model keeps a connection's exchange: its `State` (a slot marked when looked at),
+/// its bits (`CLIENT_ACKED`, `SERVER_ACKED`, `RESP_NXT`, kept in padding of the connection's
+/// state) and the connection's rare parts, where its `Delays` live. `detectors::ConnState`
+/// is the one implementation.
+pub(crate) trait Place {
+    /// The holder of the connection's rare parts.
+    type Extra: Default;
+    /// The state (marked looked at), its bits and the rare parts.
+    fn exchange(&mut self) -> (&mut State, &mut u8, &mut Extras<Self::Extra>);
+    /// The state taken out if it was looked at (its mark cleared), its bits and the rare parts.
+    fn exchange_taken(&mut self) -> (Option<State>, &mut u8, &mut Extras<Self::Extra>);
+}
+
 /// Follows every connection's exchanges.
 #[derive(Default)]
-pub struct Exchanges;
+pub(crate) struct Exchanges;
 
 impl Exchanges {
     #[inline(always)]
-    pub fn segment(
+    pub fn segment<P: Place>(
         &mut self,
-        cs: &mut ConnState,
+        cs: &mut P,
         c: &Connection,
         ev: &SegmentEvent<'_>,
         out: &mut Vec<Exchange>,
-    ) {
+    ) where
+        Delays: Part<P::Extra>,
+    {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let st = cs.exchange.get(&mut cs.used);
-        let has = &mut cs.exchange_has;
+        let (st, has, extra) = cs.exchange();
         // A zero window from the client stalls the response.
         if ev.from == Side::Client && st.resp_first.is_some() {
             if seg.window > 0 {
-                if let Some(d) = cs.extra.peek_mut::<Delays>(WHOLE) {
+                if let Some(d) = extra.peek_mut::<Delays>(WHOLE) {
                     if let Some(z) = d.zero_since.take() {
                         d.window_ns += ev.at.ts_ns - z;
                     }
                 }
             } else {
-                let d = cs.extra.get::<Delays>(WHOLE);
+                let d = extra.get::<Delays>(WHOLE);
                 if d.zero_since.is_none() {
                     d.zero_since = ev.at.into();
                 }
@@ -172,17 +186,17 @@ impl Exchanges {
         match ev.from {
             Side::Client => {
                 if st.resp_first.is_some() {
-                    if let Some(x) = st.close(c, has, &mut cs.extra) {
+                    if let Some(x) = st.close(c, has, extra) {
                         out.push(x);
                     }
                 }
                 let h = held(st.req_last, st.server_ack, ev.at);
                 if h != 0 {
-                    cs.extra.get::<Delays>(WHOLE).held_req_ns += h;
+                    extra.get::<Delays>(WHOLE).held_req_ns += h;
                 }
                 if ev.retransmission {
                     if let Some(prev) = st.req_last.get() {
-                        cs.extra.get::<Delays>(WHOLE).req_retrans_ns += ev.at.ts_ns - prev;
+                        extra.get::<Delays>(WHOLE).req_retrans_ns += ev.at.ts_ns - prev;
                     }
                 }
                 st.req_first.get_or_insert(ev.at);
@@ -198,10 +212,9 @@ impl Exchanges {
                 if st.resp_first.is_some() && !ev.retransmission {
                     let h = held(st.last_server_send, st.client_ack, ev.at);
                     if h != 0 {
-                        cs.extra.get::<Delays>(WHOLE).held_resp_ns += h;
+                        extra.get::<Delays>(WHOLE).held_resp_ns += h;
                     }
-                    let zero = cs
-                        .extra
+                    let zero = extra
                         .peek::<Delays>(WHOLE)
                         .is_some_and(|d| d.zero_since.is_some());
                     // Nothing in flight, the window open, not a held segment: the server paused.
@@ -211,14 +224,14 @@ impl Exchanges {
                         let net = c.syn_to_syn_ack_ns().unwrap_or(0);
                         let pause = ev.at.ts_ns - idle - net;
                         if pause >= HOLD_MIN {
-                            cs.extra.get::<Delays>(WHOLE).pause_ns += pause;
+                            extra.get::<Delays>(WHOLE).pause_ns += pause;
                         }
                     }
                 }
                 st.resp_first.get_or_insert(ev.at);
                 if ev.retransmission {
                     if let Some(prev) = st.last_server_send.get() {
-                        cs.extra.get::<Delays>(WHOLE).retrans_ns += ev.at.ts_ns - prev;
+                        extra.get::<Delays>(WHOLE).retrans_ns += ev.at.ts_ns - prev;
                     }
                 }
                 if ev.new_data {
@@ -236,9 +249,12 @@ impl Exchanges {
         }
     }
 
-    pub fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Exchange>) {
-        if let Some(mut st) = cs.exchange.take(&mut cs.used) {
-            if let Some(x) = st.close(c, &mut cs.exchange_has, &mut cs.extra) {
+    pub fn finished<P: Place>(&mut self, cs: &mut P, c: &Connection, out: &mut Vec<Exchange>)
+    where
+        Delays: Part<P::Extra>,
+    {
+        if let (Some(mut st), has, extra) = cs.exchange_taken() {
+            if let Some(x) = st.close(c, has, extra) {
                 out.push(x);
             }
         }
@@ -258,7 +274,15 @@ impl State {
 
     /// Close the exchange (its lost time, in `extra`, goes with it).
     /// `has`: the state's bits of `ConnState::exchange_has`.
-    fn close(&mut self, c: &Connection, has: &mut u8, extra: &mut Extras) -> Option<Exchange> {
+    fn close<E: Default>(
+        &mut self,
+        c: &Connection,
+        has: &mut u8,
+        extra: &mut Extras<E>,
+    ) -> Option<Exchange>
+    where
+        Delays: Part<E>,
+    {
         let taken = std::mem::take(self);
         let delays = extra.take::<Delays>(WHOLE);
         self.count = taken.count;

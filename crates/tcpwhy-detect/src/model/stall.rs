@@ -23,7 +23,8 @@
 //!
 //! A stall costs the gap minus the one round trip a healthy transfer would have spent there.
 
-use crate::detectors::{rtt_ns, ConnState, Extras, MS};
+use super::{rtt_ns, MS};
+use crate::slots::{Extras, Part};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side, Ts};
 use tcpwhy_wire::Seq;
 
@@ -137,26 +138,40 @@ enum Resume {
     Ack,
 }
 
+/// Where the model keeps a connection's transfers: each direction's `Dir` (a slot marked when
+/// looked at) and the connection's rare parts, where `LastRetx` lives.
+/// `detectors::ConnState` is the one implementation.
+pub(crate) trait Place {
+    /// The holder of the connection's rare parts.
+    type Extra: Default;
+    /// The direction sent by `side` (marked looked at), and the rare parts.
+    fn stall(&mut self, side: Side) -> (&mut Dir, &mut Extras<Self::Extra>);
+    /// The connection is finished: both directions emptied, their marks cleared.
+    fn stall_done(&mut self);
+}
+
 /// Follows every connection's transfers, both directions.
 #[derive(Default)]
-pub struct Stalls;
+pub(crate) struct Stalls;
 
 impl Stalls {
     #[inline(always)]
-    pub fn segment(
+    pub fn segment<P: Place>(
         &mut self,
-        cs: &mut ConnState,
+        cs: &mut P,
         c: &Connection,
         ev: &SegmentEvent<'_>,
         out: &mut Vec<Stall>,
-    ) {
+    ) where
+        LastRetx: Part<P::Extra>,
+    {
         let seg = ev.seg;
         if seg.flags.syn() || seg.flags.rst() {
             return;
         }
         // As the sender of its own data.
         if seg.payload_len > 0 {
-            let d = cs.stall.get(&mut cs.used, ev.from);
+            let (d, extra) = cs.stall(ev.from);
             let end = seg.seq + seg.payload_len;
             if !d.is(ACTIVE) {
                 let peer_data = d.is(PEER_DATA);
@@ -179,10 +194,10 @@ impl Stalls {
                 } else {
                     Resume::Retransmission
                 };
-                d.check(&cs.extra, c, ev.from, ev.from, ev, how, out);
+                d.check(extra, c, ev.from, ev.from, ev, how, out);
             }
             if ev.retransmission {
-                cs.extra.set(ev.from, LastRetx(ev.at.into()));
+                extra.set(ev.from, LastRetx(ev.at.into()));
             }
             if ev.new_data {
                 d.run_bytes += u64::from(seg.payload_len);
@@ -200,7 +215,7 @@ impl Stalls {
         let spoke = seg.payload_len > 0;
         // The tracker has accounted this segment: its window, scaled when scaling is on.
         let window = c.endpoint(ev.from).window_scaled();
-        let d = cs.stall.get(&mut cs.used, peer);
+        let (d, extra) = cs.stall(peer);
         if spoke {
             // The peer's turn: the run of `peer` is over (request/response).
             d.flags = (d.flags & !ACTIVE) | PEER_DATA;
@@ -210,7 +225,7 @@ impl Stalls {
             // An ACK for data the capture never saw: the gap before it was the capture's.
             let unseen = d.snd_nxt().is_some_and(|n| seg.ack > n);
             if d.is(ACTIVE) && advanced && !unseen {
-                d.check(&cs.extra, c, peer, ev.from, ev, Resume::Ack, out);
+                d.check(extra, c, peer, ev.from, ev, Resume::Ack, out);
             }
             if advanced {
                 d.snd_una_v = seg.ack;
@@ -232,9 +247,8 @@ impl Stalls {
         }
     }
 
-    pub fn finished(&mut self, cs: &mut ConnState) {
-        cs.stall.take(&mut cs.used, Side::Client);
-        cs.stall.take(&mut cs.used, Side::Server);
+    pub fn finished<P: Place>(&mut self, cs: &mut P) {
+        cs.stall_done();
     }
 }
 
@@ -270,16 +284,18 @@ impl Dir {
     /// floor: most segments come sooner.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    fn check(
+    fn check<E: Default>(
         &mut self,
-        extra: &Extras,
+        extra: &Extras<E>,
         c: &Connection,
         sender: Side,
         mss_of: Side,
         ev: &SegmentEvent<'_>,
         how: Resume,
         out: &mut Vec<Stall>,
-    ) {
+    ) where
+        LastRetx: Part<E>,
+    {
         let now = ev.at;
         let Some(lp) = self.last_progress else { return };
         let gap = now.ts_ns - lp.ts_ns;
