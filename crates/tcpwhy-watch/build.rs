@@ -28,6 +28,15 @@ fn main() {
         .args(["-Wall", "-Werror", "-c", src, "-o"])
         .arg(&obj)
         .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        // Built without the programs: build again once clang or libbpf's headers appear
+        // (cargo reruns a build script while a path it watches does not exist), so installing
+        // them is enough, without `cargo clean`.
+        println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
+        if !clang.contains('/') {
+            println!("cargo:rerun-if-changed=/usr/bin/{clang}");
+        }
+    }
     match status {
         Ok(s) if s.success() => println!("cargo:rustc-cfg=tcpwhy_bpf"),
         Ok(s) => println!(
