@@ -140,7 +140,7 @@ pub fn visibility(id: &str) -> String {
         "syn-unanswered" => "Seen from both sides. Client: SYN retransmissions (tcp:tcp_retransmit_skb in SYN-SENT) with no reset; cost from the first SYN to the SYN that was answered, or to the attempt's end. Server: SYNs this host dropped (skb:kfree_skb, e.g. NETFILTER_DROP), priced from the first drop to the handshake's end. SYNs dropped because the listener's SYN or accept queue was full are freed as consumed, with no drop reason on this kernel: the server cannot see them (the client's side does; `tcpwhy host` counts ListenDrops).",
         "syn-refused" => "Seen: a reset received in SYN-SENT (tcp:tcp_receive_reset); cost from the first SYN to the socket's close.",
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
-        "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the extra round trips the write needs from the restarted window (slow start) against the window it had, at the smoothed round trip. Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
+        "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the time from the write to the burst's last data sent against the same segments at the window kept (the larger of the one it had and the one the restarted burst reached), one window per smoothed round trip; never more than the extra round trips the restarted window needs (slow start). Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
         "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A stall that ends after this side has called close() (its ACKs no longer pass tcp:tcp_probe) is not reported.",
         "accept-queue-full" => "Seen at the server when the handshake's last ACK (or the data after it) is dropped because the accept queue is full (skb:kfree_skb: reason TCP_LISTEN_OVERFLOW, or NO_SOCKET at a listener whose queue is full, as the syncookie path drops it); cost from the first drop to the handshake's end. When the client is watched too, its timer resends of the dropped data are that same wait and are taken into this finding (not reported as rto-retransmission). SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
@@ -728,8 +728,10 @@ impl Kernel {
     /// is the window's rate, not the path's), so that is taken at the window's rate, one
     /// window per smoothed round trip: segments / cwnd * srtt, which is never less than the
     /// burst's time on the wire when the window limits it (and so does not inflate the cost).
-    /// The cost is also never more than the round trips the restart adds by the slow-start
-    /// model (a burst the application wrote slowly is not a restart's cost).
+    /// The window kept is the larger of the one the connection had and the one the restarted
+    /// burst reached by its end (read at `end`): kept, the window would have grown from more,
+    /// as analyze prices it. The cost is also never more than the round trips the restart adds
+    /// by the slow-start model (a burst the application wrote slowly is not a restart's cost).
     fn restart_finding(&self, r: &Event, end: Option<&Event>) -> Option<WatchFinding> {
         let hz = u64::from(self.hz?.max(1));
         let jiffies_ns = |j: u32| u64::from(j) * 1_000_000_000 / hz;
@@ -740,12 +742,13 @@ impl Kernel {
         // tcp_cwnd_restart keeps ssthresh at least 3/4 of the window it had.
         let ssthresh = r.ssthresh.max((r.cwnd >> 1) + (r.cwnd >> 2));
         let with = rounds(segments, restarted, ssthresh);
-        let without = segments.div_ceil(u64::from(r.cwnd.max(1)));
+        let kept = r.cwnd.max(end.map_or(0, |b| b.cwnd)).max(1);
+        let without = segments.div_ceil(u64::from(kept));
         let srtt_ns = u64::from(r.srtt_us) * 1000;
         let model = with.saturating_sub(without) * srtt_ns;
         let measured = end.map(|b| {
             let took = jiffies_ns(b.idle_jiffies);
-            let would = u128::from(segments) * u128::from(srtt_ns) / u128::from(r.cwnd.max(1));
+            let would = u128::from(segments) * u128::from(srtt_ns) / u128::from(kept);
             (took, u64::try_from(would).unwrap_or(u64::MAX))
         });
         let cost = match measured {
@@ -761,11 +764,16 @@ impl Kernel {
         let kb = |n: u64| format!("{:.1} kB", n as f64 / 1000.0);
         let how = match measured {
             Some((took, would)) => format!(
-                "the burst took {} from the write to its last data sent, against about {} at the window it had (one window of {} segments per round trip of {}): {} lost",
+                "the burst took {} from the write to its last data sent, against about {} at the window kept (one window of {} segments per round trip of {}: {}): {} lost",
                 ms(took),
                 ms(would),
-                r.cwnd,
+                kept,
                 ms(srtt_ns),
+                if kept > r.cwnd {
+                    "the window the restarted burst reached, above the one it had"
+                } else {
+                    "the window it had"
+                },
                 ms(cost),
             ),
             None => format!(
@@ -790,6 +798,7 @@ impl Kernel {
             "rto_ms": jiffies_ns(r.rto_jiffies) as f64 / 1e6,
             "cwnd_before": r.cwnd,
             "cwnd_restarted": restarted,
+            "cwnd_kept": kept,
             "burst_bytes": bytes,
             "segments": segments,
             "round_trips": with,
@@ -1459,6 +1468,28 @@ mod tests {
             .unwrap();
         assert_eq!(f.cost_ns, 188_287_500);
         assert_eq!(f.evidence["would_take_ms"], 91.7125);
+        // The same, but the restarted burst's window reached 700 segments by its end (read at
+        // the end): kept, the window would have grown from 400 to at least that. At 700 its
+        // 725 segments take 725 / 700 * 50.6 = 52.407142 ms (integer ns): 280 - 52.407142 =
+        // 227.592858 ms lost (the model: 7 round trips against 2, 253 ms).
+        let mut j = kernel();
+        j.judge(&Event {
+            cwnd: 400,
+            ssthresh: 100,
+            ..restart.clone()
+        });
+        let f = j
+            .judge(&Event {
+                idle_jiffies: 70,
+                cwnd: 700,
+                ..end.clone()
+            })
+            .1
+            .unwrap();
+        assert_eq!(f.cost_ns, 227_592_858);
+        assert_eq!(f.evidence["cwnd_kept"], 700);
+        assert_eq!(f.evidence["cwnd_before"], 400);
+        assert!(f.explanation.contains("reached"), "{}", f.explanation);
         // An application that wrote its burst slowly (10 s from the first write to its last):
         // the cost is bounded by what the restart can add, 6 round trips.
         let mut j = kernel();
