@@ -25,7 +25,9 @@ pub const EV_RESTART: u32 = 6;
 /// (in `idle_jiffies`).
 pub const EV_BURST_END: u32 = 7;
 /// `EV_ZERO_WINDOW`: the peer's window opened again after being zero; the stall's jiffies
-/// (from the ACK that closed it to the one that opened it) are in `idle_jiffies`.
+/// (from the ACK that closed it to the one that opened it) are in `idle_jiffies`. With
+/// `newstate` `TCP_CLOSE`: the socket closed while the window was still zero, the stall's
+/// jiffies counted to the close.
 pub const EV_ZERO_WINDOW: u32 = 8;
 /// `EV_DSACK`: a socket that resent after a timeout received a D-SACK since: the resend was
 /// not needed.

@@ -28,7 +28,7 @@
 
 use crate::event::{
     Event, EV_ACCEPT, EV_BURST_END, EV_CONNECT, EV_DROP, EV_DSACK, EV_LOSS, EV_PROBE, EV_RESTART,
-    EV_ZERO_WINDOW, TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT,
+    EV_ZERO_WINDOW, TCP_CLOSE, TCP_ESTABLISHED, TCP_LISTEN, TCP_TIME_WAIT,
 };
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -141,7 +141,7 @@ pub fn visibility(id: &str) -> String {
         "syn-refused" => "Seen: a reset received in SYN-SENT (tcp:tcp_receive_reset); cost from the first SYN to the socket's close.",
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
         "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the time from the write to the burst's last data sent against the same segments at the window kept (the larger of the one it had and the one the restarted burst reached), one window per smoothed round trip; never more than the extra round trips the restarted window needs (slow start). Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
-        "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A stall that ends after this side has called close() (its ACKs no longer pass tcp:tcp_probe) is not reported.",
+        "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A socket reset or aborted while the window is still zero is reported to its close, as never recovered (`recovered`: false). A stall that ends after this side has called close() (it left ESTABLISHED, and its ACKs no longer pass tcp:tcp_probe) is not reported.",
         "accept-queue-full" => "Seen at the server when the handshake's last ACK (or the data after it) is dropped because the accept queue is full (skb:kfree_skb: reason TCP_LISTEN_OVERFLOW, or NO_SOCKET at a listener whose queue is full, as the syncookie path drops it); cost from the first drop to the handshake's end. When the client is watched too, its timer resends of the dropped data are that same wait and are taken into this finding (not reported as rto-retransmission). SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
@@ -703,17 +703,24 @@ impl Kernel {
         }
         let cost = u64::from(e.idle_jiffies) * 1_000_000_000 / hz;
         let start = e.ts_ns.saturating_sub(cost);
+        let recovered = e.newstate != TCP_CLOSE;
         let mut f = finding("zero-window", e, (start, e.ts_ns), cost);
         f.explanation = format!(
-            "{} -> {} ({}): the peer advertised a zero window for {}: its application was not reading, and this side could send nothing but window probes until the window opened again.",
+            "{} -> {} ({}): the peer advertised a zero window for {}: its application was not reading, and this side could send nothing but window probes {}.",
             e.local,
             e.remote,
             who(&f.process),
             ms(cost),
+            if recovered {
+                "until the window opened again"
+            } else {
+                "until the socket closed (the window never opened again)"
+            },
         );
         f.fix = "make the receiving application read faster (or larger receive buffers if it reads in bursts)".into();
         f.evidence = json!({
             "stall_ms": cost as f64 / 1e6,
+            "recovered": recovered,
             "srtt_ms": f64::from(e.srtt_us) / 1e3,
         });
         Some(f)
@@ -918,7 +925,6 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::TCP_CLOSE;
 
     const MS: u64 = 1_000_000;
 
@@ -1538,6 +1544,23 @@ mod tests {
         assert_eq!(f.start_ns, 8_500 * MS);
         assert!(
             f.explanation.contains("zero window for 500 ms"),
+            "{}",
+            f.explanation
+        );
+        assert_eq!(f.evidence["recovered"], true);
+        // The same stall, but the socket closed while the window was still zero (the kernel
+        // program's close path): 500 ms to the close, not recovered.
+        let f = kernel()
+            .judge(&Event {
+                newstate: TCP_CLOSE,
+                ..e
+            })
+            .1
+            .unwrap();
+        assert_eq!((f.id, f.cost_ns), ("zero-window", 500 * MS));
+        assert_eq!(f.evidence["recovered"], false);
+        assert!(
+            f.explanation.contains("until the socket closed"),
             "{}",
             f.explanation
         );

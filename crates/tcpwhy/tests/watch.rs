@@ -547,6 +547,59 @@ s.close(); t.join()
     );
 }
 
+#[test]
+fn a_zero_window_still_shut_when_the_socket_closes_is_reported_unrecovered() {
+    let Some(_serial) = root_or_skip() else {
+        return;
+    };
+    // On loopback: a receiver with an 8 kB buffer that never reads and closes 0.8 s after
+    // accepting (its unread data makes the close a reset). The sender's window is shut from
+    // the moment the buffer fills (milliseconds after the accept) to the reset: one stall of
+    // at most 0.8 s (plus a jiffy of rounding), never recovered. (Analyze on a tcpdump capture
+    // of such a run: zero-window 756 ms, "never recovered"; watch: 756 ms.)
+    let port = free_port();
+    let script = format!(
+        r#"
+import socket, threading, time
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+srv.bind(('127.0.0.1', {port})); srv.listen(1)
+def recv():
+    c, _ = srv.accept()
+    time.sleep(0.8)
+    c.close()
+t = threading.Thread(target=recv); t.start()
+s = socket.create_connection(('127.0.0.1', {port}))
+s.settimeout(3.0)
+try:
+    s.sendall(b'x' * 2_000_000)
+except OSError:
+    pass
+t.join(); s.close()
+"#
+    );
+    let watch = start_watch();
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python3");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (f, _) = stop_watch(watch);
+    let zw: Vec<&Value> = f
+        .iter()
+        .filter(|v| v["id"] == "zero-window" && v["remote"] == format!("127.0.0.1:{port}"))
+        .collect();
+    assert_eq!(zw.len(), 1, "{zw:?}");
+    assert_eq!(zw[0]["evidence"]["recovered"], false, "{zw:?}");
+    let ms = zw[0]["cost_ms"].as_f64().unwrap();
+    assert!((600.0..=810.0).contains(&ms), "{ms} ms: {zw:?}");
+}
+
 /// The cgroup2 mount, as tcpwhy watch finds it.
 fn tcpwhy_watch_cgroup2_root() -> Option<std::path::PathBuf> {
     std::fs::read_to_string("/proc/self/mounts")

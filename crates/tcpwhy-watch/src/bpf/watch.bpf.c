@@ -595,16 +595,32 @@ static __always_inline void end_burst(const struct sock *s, int closing)
 	__sync_fetch_and_add(open, -1);
 }
 
-// A closing socket's zero window, if one was open, is forgotten (no stall to report: the
-// connection ended in it).
-static __always_inline void forget_zero_window(__u64 sk)
+// A closing socket whose peer's window is still zero. Straight from ESTABLISHED (a reset, an
+// abort), every segment until now passed tcp:tcp_probe, so the window never opened again: the
+// stall lasted until the close, reported as such (`newstate` TCP_CLOSE), as analyze reports a
+// zero window that never recovered. From any other state the socket stopped passing
+// tcp:tcp_probe when it left ESTABLISHED (a reopening since then is unseen): forgotten.
+static __always_inline void close_zero_window(const struct sock *s, int from_established)
 {
 	__u32 k = 0;
 	__u64 *open = bpf_map_lookup_elem(&zero_windows_open, &k);
 	if (!open || *open == 0)
 		return;
-	if (bpf_map_delete_elem(&zero_windows, &sk) == 0)
-		__sync_fetch_and_add(open, -1);
+	__u64 sk = (__u64)s;
+	__u32 *since = bpf_map_lookup_elem(&zero_windows, &sk);
+	if (!since)
+		return;
+	__u32 stall = (__u32)bpf_jiffies64() - *since;
+	bpf_map_delete_elem(&zero_windows, &sk);
+	__sync_fetch_and_add(open, -1);
+	if (!from_established || stall < 2)
+		return;
+	struct event *e = socket_event(EV_ZERO_WINDOW, s);
+	if (e) {
+		e->idle_jiffies = stall;
+		e->newstate = TCP_CLOSE;
+		bpf_ringbuf_submit(e, 0);
+	}
 }
 
 // A handshake this host completed as the server (SYN-RECV -> ESTABLISHED): if packets of its
@@ -722,7 +738,7 @@ int on_state(__u64 *ctx)
 	// lookup costs less than a delete that finds nothing.
 	if (new == TCP_CLOSE) {
 		end_burst(s, 1);
-		forget_zero_window(sk);
+		close_zero_window(s, old == TCP_ESTABLISHED);
 		if (resend_recent())
 			bpf_map_delete_elem(&resends, &sk);
 		if (bpf_map_lookup_elem(&socks, &sk))
