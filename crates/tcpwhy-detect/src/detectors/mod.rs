@@ -247,7 +247,7 @@ pub struct ConnState {
     owner: u32,
     /// The parts few connections need (`Extra`).
     pub(crate) extra: Extras,
-    pub(crate) syn_unanswered: Lazy<syn_unanswered::State, 1>,
+    pub(crate) syn_unanswered: Lazy<syn_unanswered::State, { Bit::SynUnanswered as u32 }>,
     /// Two small fields of the exchange model and of server-delay, here rather than in their
     /// states: they fill the padding after `syn_unanswered` (in their states they padded each
     /// to the next 8 bytes). The exchange's `has` bits (`exchange::State`) and the exchanges
@@ -258,16 +258,42 @@ pub struct ConnState {
     /// each direction by 7 bytes.
     pub(crate) slow_start_restart_flags: [u8; 2],
     pub(crate) server_delay_exchanges: u32,
-    pub(crate) client_delay: Lazy<client_delay::State, 13>,
-    pub(crate) slow_start_restart: PerSide<slow_start_restart::State, 3>,
-    pub(crate) nagle_delayed_ack: Lazy<nagle_delayed_ack::State, 5>,
-    pub(crate) retx: PerSide<retx::State, 7>,
-    pub(crate) server_delay: Lazy<server_delay::State, 11>,
-    pub(crate) path_latency: Lazy<path_latency::State, 12>,
-    pub(crate) rwnd_limited: Lazy<rwnd_limited::State, 14>,
-    pub(crate) exchange: Lazy<crate::model::exchange::State, 18>,
-    pub(crate) stall: PerSide<crate::model::stall::Dir, 19>,
+    pub(crate) client_delay: Lazy<client_delay::State, { Bit::ClientDelay as u32 }>,
+    pub(crate) slow_start_restart:
+        PerSide<slow_start_restart::State, { Bit::SlowStartRestart as u32 }>,
+    pub(crate) nagle_delayed_ack: Lazy<nagle_delayed_ack::State, { Bit::NagleDelayedAck as u32 }>,
+    pub(crate) retx: PerSide<retx::State, { Bit::Retx as u32 }>,
+    pub(crate) server_delay: Lazy<server_delay::State, { Bit::ServerDelay as u32 }>,
+    pub(crate) path_latency: Lazy<path_latency::State, { Bit::PathLatency as u32 }>,
+    pub(crate) rwnd_limited: Lazy<rwnd_limited::State, { Bit::RwndLimited as u32 }>,
+    pub(crate) exchange: Lazy<crate::model::exchange::State, { Bit::Exchange as u32 }>,
+    pub(crate) stall: PerSide<crate::model::stall::Dir, { Bit::Stall as u32 }>,
 }
+
+/// The bit of `ConnState::used` each state of `ConnState` marks (`Lazy`, `PerSide`), numbered
+/// by the compiler so that no two states share one: a per-direction state (`PerSide`) takes
+/// its variant's bit for the client and the next for the server, which a `...Server` variant
+/// holds. A new state adds a variant here (below bit 31, `FIRST_SYN_IS_FIRST`).
+#[repr(u32)]
+enum Bit {
+    SynUnanswered,
+    ClientDelay,
+    SlowStartRestart,
+    _SlowStartRestartServer,
+    NagleDelayedAck,
+    Retx,
+    _RetxServer,
+    ServerDelay,
+    PathLatency,
+    RwndLimited,
+    Exchange,
+    Stall,
+    _StallServer,
+    /// How many bits the states take.
+    Count,
+}
+
+const _: () = assert!((Bit::Count as u32) < 31, "bit 31 is FIRST_SYN_IS_FIRST");
 
 /// `ConnState::exchange_has` bit (its padding): rwnd-limited found the receiver's window
 /// holding a sender of this connection; queueing-delay, finishing after it, then leaves the
@@ -490,6 +516,11 @@ mod set_tests {
             cs.stall.get(u, side);
         }
         assert_eq!(cs.used.count_ones(), 13, "{:b}", cs.used);
+        assert_eq!(
+            cs.used,
+            (1 << Bit::Count as u32) - 1,
+            "the bits are 0..Bit::Count"
+        );
         let u = &mut cs.used;
         let mut left = 13;
         let mut check = |taken: bool, u: &u32| {
