@@ -1689,3 +1689,70 @@ fn each_layer_names_only_the_layers_below_it() {
     // The test can fail: the detectors' registry does name the models.
     assert!(code(include_str!("detectors/mod.rs")).contains("crate::model"));
 }
+
+#[test]
+fn a_resend_sooner_than_any_timer_is_no_timeout() {
+    // The server's segment 5001+100 at 11 ms is sent again 1 ms later with no duplicate ACK
+    // or SACK before it: no TCP timer fires within 2 ms (Linux's tail loss probe waits at
+    // least 2 jiffies beyond two round trips; every RTO is longer), so it is no timeout (two
+    // copies of one write, or segments a tool wrote). The window differs, so the tracker does
+    // not take it for the same packet captured twice.
+    let quick = with_hs(&[
+        (11, S, ACK, 5001, 1001, 100, 1000, &[]),
+        (12, S, ACK, 5001, 1001, 100, 999, &[]),
+        (21, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ]);
+    let f = run(&quick);
+    assert!(
+        !ids(&f).contains(&"rto-retransmission") && !ids(&f).contains(&"fast-retransmit"),
+        "{f:?}"
+    );
+    // The same resend 250 ms after the original: the timer's (239 ms lost, from 11 to 250).
+    let mut late = quick.clone();
+    late[4].0 = 250;
+    late[5].0 = 260;
+    let f = run(&late);
+    assert_eq!(ids(&f), ["rto-retransmission"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 239 * MS);
+}
+
+#[test]
+fn a_syn_sent_again_with_its_data_is_a_handshake_retry_not_a_data_timeout() {
+    // The client's SYN carries 10 bytes (TCP Fast Open) and is sent again 1 s later; the
+    // second is answered (SYN-ACK acknowledging the data). The retry is the handshake's
+    // (syn-unanswered names it), not data resent after a timeout.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 10, 1000, &[]),
+        (1000, C, SYN, 1000, 0, 10, 1000, &[]),
+        (1010, S, SYN | ACK, 5000, 1011, 0, 1000, &[]),
+        (1010, C, ACK, 1011, 5001, 0, 1000, &[]),
+    ]);
+    assert!(ids(&f).contains(&"syn-unanswered"), "{f:?}");
+    assert!(!ids(&f).contains(&"rto-retransmission"), "{f:?}");
+}
+
+#[test]
+fn an_exchange_faster_than_the_syn_ack_bounds_the_round_trip() {
+    // At the client: the SYN-ACK comes 220 ms after the SYN, but the request (230 ms) is
+    // answered in full 40 ms later. An exchange needs a trip from the capture point to the
+    // server and back, so that trip is at most 40 ms: the SYN-ACK was late for another reason
+    // than the path. Round trip: 10 ms (SYN-ACK -> ACK) + 40 ms = 50 ms; cost: the handshake's
+    // round trip (50 ms, not its 230 ms) and the one-round-trip exchange (40 ms) = 90 ms.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (220, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (230, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (230, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (270, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+        (280, C, ACK, 1101, 5101, 0, 1000, &[]),
+    ]);
+    let p: Vec<&Finding> = f.iter().filter(|x| x.id == "path-latency").collect();
+    assert_eq!(p.len(), 1, "{f:?}");
+    assert_eq!(p[0].details["rtt_ms"], 50.0);
+    assert_eq!(p[0].cost_ns, 90 * MS);
+    assert!(
+        p[0].explanation.contains("the handshake took 230 ms"),
+        "{}",
+        p[0].explanation
+    );
+}

@@ -17,6 +17,11 @@
 //! count their latencies, at most the median listed exchange's round trips each
 //! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
 //!
+//! **Round trip.** The connection's (the handshake's), except that an exchange faster than half
+//! the handshake's SYN -> SYN-ACK leg bounds that leg: a SYN-ACK more than twice as slow as a
+//! whole exchange was late for another reason than the path (the handshake's extra time is not
+//! counted).
+//!
 //! **Known false positives.** A RTT inflated by a deep queue (bufferbloat) is reported as path
 //! latency; its cure is on the path, not in the end hosts.
 //!
@@ -124,9 +129,6 @@ impl Detector for PathLatency {
             return;
         };
         st.close_exchange(&mut cs.extra);
-        let Some(rtt) = rtt_ns(c).filter(|r| *r >= MIN_RTT) else {
-            return;
-        };
         let Some((q, r)) = st.first_exchange else {
             return;
         };
@@ -140,6 +142,10 @@ impl Detector for PathLatency {
             .collect();
         let mut sorted = exchanges.clone();
         sorted.sort_unstable();
+        let handshake = c.handshake_rtt_ns();
+        let Some(rtt) = round_trip(c, sorted[0]).filter(|r| *r >= MIN_RTT) else {
+            return;
+        };
         let median = sorted[(sorted.len() - 1) / 2];
         // Dominated by the path: the typical exchange is one to three round trips. A round
         // trip of a second or more is named whatever the exchanges did: every exchange pays at
@@ -159,7 +165,9 @@ impl Detector for PathLatency {
                 }
             })
             .collect();
-        let hs = c.handshake_rtt_ns().unwrap_or(0);
+        // The handshake's share of the path: one round trip (a handshake slowed beyond it, by a
+        // late SYN-ACK, lost its time elsewhere).
+        let hs = handshake.unwrap_or(0).min(rtt);
         // The exchanges beyond the list: their latencies, at most the median exchange's round
         // trips each (the listed ones are the sample their shape is judged from).
         let rest = cs
@@ -210,8 +218,15 @@ impl Detector for PathLatency {
             ),
             (n, _) => format!("{n} exchanges took {} each (median, {trips})", ms(median)),
         };
+        let slow_handshake = match handshake {
+            Some(h) if h > rtt => format!(
+                " (the handshake took {}, but an exchange came back sooner than its SYN-ACK did: the SYN-ACK was late, not the path)",
+                ms(h)
+            ),
+            _ => String::new(),
+        };
         f.explanation = format!(
-            "The round trip between client and server is {}; {took}: {} of the connection's time is the path itself.",
+            "The round trip between client and server is {}{slow_handshake}; {took}: {} of the connection's time is the path itself.",
             ms(rtt),
             ms(f.cost_ns)
         );
@@ -226,5 +241,19 @@ impl Detector for PathLatency {
             "unlisted_cost_ms": ms_f(rest_cost),
         });
         out.push(f);
+    }
+}
+
+/// The round trip the path latency is judged by: the connection's (`rtt_ns`), except that no
+/// exchange is faster than the trip from the capture point to the server and back, which the
+/// handshake's SYN -> SYN-ACK leg measures: an exchange of `fastest_ns` (first request byte to
+/// last response byte) that is shorter than half that leg (beyond any jitter of round trips)
+/// shows the leg was slowed by something other than the path (a server slow to answer SYNs),
+/// so that leg is taken as `fastest_ns`.
+fn round_trip(c: &Connection, fastest_ns: i64) -> Option<i64> {
+    let rtt = rtt_ns(c)?;
+    match (c.handshake_rtt_ns(), c.syn_to_syn_ack_ns()) {
+        (Some(hs), Some(leg)) if hs == rtt && 2 * fastest_ns < leg => Some(rtt - leg + fastest_ns),
+        _ => Some(rtt),
     }
 }

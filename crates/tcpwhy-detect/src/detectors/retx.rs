@@ -15,7 +15,12 @@
 //!   `SegmentEvent::lost_wait_ns`: a hole filled late, or an IPv4 ID skipped before a lost
 //!   tail's resend), timed from when the capture last saw the original's flight;
 //! - data resent after a SYN-ACK that did not accept it in the SYN (TCP Fast Open fallback)
-//!   is not loss either, and is not counted.
+//!   is not loss either, and is not counted;
+//! - nor is data sent again less than 2 ms after its previous send (or, that send unseen, after
+//!   the sender's latest segment) with no ACK releasing it: no timer fires that soon
+//!   (`TIMER_MIN_NS`), so it is a copy of one write, overlapping segments a tool wrote, or a
+//!   clock that stepped back; nor data in a SYN sent again (a handshake retry, named by the
+//!   handshake detectors).
 
 use super::accept_queue_full;
 use super::fast_retransmit::{self, FastRetransmits};
@@ -155,6 +160,14 @@ impl Sent {
         match &self.more {
             Some(m) => m.iter().rev().copied().find(hit),
             None => self.one.filter(hit),
+        }
+    }
+
+    /// When the newest segment was sent (the sender's latest data the capture saw).
+    fn newest(&self) -> Option<At> {
+        match &self.more {
+            Some(m) => m.back().map(|s| s.2),
+            None => self.one.map(|s| s.2),
         }
     }
 
@@ -298,6 +311,11 @@ impl Detector for Retransmissions {
 
 /// Segments remembered per sender (the newest); older ones age out.
 const RING: usize = 128;
+
+/// The shortest wait after which any TCP timer resends: Linux's tail loss probe waits at least
+/// TCP_TIMEOUT_MIN, 2 jiffies (2 ms at HZ=1000), beyond twice the smoothed round trip; every
+/// retransmission timeout is longer (200 ms on Linux, 1 s by RFC 6298).
+const TIMER_MIN_NS: i64 = 2 * MS;
 
 /// One sender's segments and what the peer's ACKs said about them (its retransmissions are
 /// the connection's `Losses`). 48 bytes: times and counts are as narrow as their use allows.
@@ -443,6 +461,11 @@ impl State {
         if !ev.retransmission {
             return None;
         }
+        // A SYN sent again with the data it carries is a retry of the handshake (the handshake
+        // detectors name it), not data resent after a timeout.
+        if seg.flags.syn() {
+            return None;
+        }
         let original = if upstream {
             None
         } else {
@@ -458,8 +481,6 @@ impl State {
         } else {
             1
         };
-        self.last_retx_seq = start;
-        self.last_retx_n = attempt;
         // The ACK that announced the loss reaches the capture point at most about a round
         // trip before the resend does (at the sender, the resend follows it at once).
         // At the receiver, the resend comes a round trip after the ACK that announced the loss
@@ -470,6 +491,21 @@ impl State {
             && !self.is(RTO_RECOVERY)
             && self.is(TRIGGERED)
             && i64::from(us32(ev.at.ts_ns).wrapping_sub(self.trigger_us)) * 1000 <= window;
+        // Sent again sooner after its previous send than any TCP timer fires, and not released
+        // by the peer's ACKs: no timer's resend (two copies of one write, overlapping segments
+        // a tool wrote, a clock that stepped back). Not classified: it is no loss.
+        // (The original's send when the capture saw it, else the sender's latest send: a timer
+        // fires only after the sender has been quiet that long.)
+        let previous = match original {
+            Some(o) => Some(o),
+            None if !upstream => self.sent.newest(),
+            None => None,
+        };
+        if !fast && previous.is_some_and(|o| ev.at.ts_ns - o.ts_ns < TIMER_MIN_NS) {
+            return None;
+        }
+        self.last_retx_seq = start;
+        self.last_retx_n = attempt;
         if fast {
             self.flags |= RECOVERING;
         } else {
