@@ -103,6 +103,17 @@ pub trait Output {
     fn started(&mut self, _c: &Connection) {}
 }
 
+/// The findings about the application's own timing (its requests, responses and pauses, a
+/// reset of work in progress) that one subflow of a Multipath TCP connection cannot tell: the
+/// application's data may travel on its other subflows (a reply on another subflow is no
+/// server delay on this one, a subflow reset no lost work). Not made on MPTCP subflows.
+pub const SUBFLOW_BLIND: [&str; 4] = [
+    "server-delay",
+    "client-delay",
+    "sender-limited",
+    "connection-reset",
+];
+
 /// The detectors between the tracker and an output: a [`Sink`] for the tracker.
 pub struct Detectors<'a> {
     set: detectors::Set,
@@ -192,6 +203,9 @@ impl Sink for Detectors<'_> {
             self.set.stall(cs, c, s, &mut self.buf);
         }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
+            if c.mptcp() {
+                self.buf.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
+            }
             self.flush();
         }
     }
@@ -199,6 +213,9 @@ impl Sink for Detectors<'_> {
     fn connection(&mut self, c: &Connection) {
         let cs = self.states.get(c);
         self.set.finished(cs, c, &mut self.buf);
+        if c.mptcp() {
+            self.buf.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
+        }
         for f in &mut self.buf {
             confidence::assess(c, f);
         }

@@ -65,6 +65,11 @@ fn drive_without(disabled: &[String], lines: &[Line]) -> Collect {
 /// The same with `scale` as the window scale option of every SYN (RFC 7323: both sides then
 /// scale their windows by it).
 fn drive_scaled(disabled: &[String], scale: Option<u8>, lines: &[Line]) -> Collect {
+    drive_opts(disabled, scale, false, lines)
+}
+
+/// The same, every segment carrying a Multipath TCP option when `mptcp`.
+fn drive_opts(disabled: &[String], scale: Option<u8>, mptcp: bool, lines: &[Line]) -> Collect {
     let mut out = Collect::default();
     let mut det = Detectors::new(disabled, &mut out);
     let mut t = Tracker::new(Config::default());
@@ -79,6 +84,7 @@ fn drive_scaled(disabled: &[String], scale: Option<u8>, lines: &[Line]) -> Colle
                 .first()
                 .map_or((Seq(0), Seq(0)), |b| (Seq(b.0), Seq(b.1))),
             window_scale: scale.filter(|_| flags & SYN != 0),
+            mptcp,
             ..TcpOptions::default()
         };
         let seg = TcpSegment {
@@ -1755,4 +1761,30 @@ fn an_exchange_faster_than_the_syn_ack_bounds_the_round_trip() {
         "{}",
         p[0].explanation
     );
+}
+
+#[test]
+fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
+    // The request at 10 ms is acknowledged at 20 ms and answered at 520 ms: a server delay of
+    // about 500 ms on a plain connection. On a Multipath TCP subflow (an MPTCP option on the
+    // SYN-ACK and after), the answer may have gone out on another subflow sooner (mptcp-v0.pcap
+    // in tcpdump's tests: a reply 7.5 ms later on the other subflow, 4.4 s later on this one),
+    // so neither server-delay nor the other timing ids are made.
+    let lines = with_hs(&[
+        (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (20, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (520, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+        (530, C, ACK, 1101, 5101, 0, 1000, &[]),
+    ]);
+    let plain = drive_opts(&[], None, false, &lines).findings;
+    assert!(ids(&plain).contains(&"server-delay"), "{plain:?}");
+    let subflow = drive_opts(&[], None, true, &lines);
+    assert!(subflow.last.as_ref().is_some_and(|c| c.mptcp()));
+    for id in SUBFLOW_BLIND {
+        assert!(
+            !ids(&subflow.findings).contains(&id),
+            "{:?}",
+            subflow.findings
+        );
+    }
 }

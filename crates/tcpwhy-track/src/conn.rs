@@ -208,6 +208,9 @@ impl Handshake {
 
 /// `Connection::flags`: the handshake's SYN is the connection's first packet.
 const SYN_IS_FIRST: u8 = 1;
+/// `Connection::flags`: a SYN-ACK, or a segment after the handshake, carried a Multipath TCP
+/// option: the connection is one subflow of an MPTCP connection (RFC 8684).
+const MPTCP: u8 = 2;
 
 /// One TCP connection: one generation of one 4-tuple.
 #[derive(Clone, Debug)]
@@ -229,7 +232,7 @@ pub struct Connection {
     /// answered by the same SYN again, over and over, closes and reopens one connection at
     /// every other packet, and queued an entry at each close).
     pub(crate) queued_closed: bool,
-    /// `SYN_IS_FIRST` (in padding).
+    /// `SYN_IS_FIRST`, `MPTCP` (in padding).
     flags: u8,
     /// What each side's IPv4 IDs said so far (`IpIds`), by `Side`: 4 bytes a side, next to
     /// the small fields above in one 8-byte word (in `Endpoint` they would pad each side to
@@ -278,6 +281,19 @@ impl Connection {
         } else {
             self.handshake.odd.as_ref().and_then(|o| o.syn_later)
         }
+    }
+
+    /// One subflow of a Multipath TCP connection: the server accepted MPTCP (its SYN-ACK
+    /// carried the option) or MPTCP options travel after the handshake. The application's data
+    /// may then travel on other subflows too (other 4-tuples), so this subflow's requests,
+    /// responses and pauses are not the application's.
+    #[inline]
+    pub fn mptcp(&self) -> bool {
+        self.flags & MPTCP != 0
+    }
+
+    pub(crate) fn set_mptcp(&mut self) {
+        self.flags |= MPTCP;
     }
 
     /// The connection that used the same 4-tuple before this one, if the tracker knew one (a

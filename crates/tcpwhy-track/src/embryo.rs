@@ -105,6 +105,7 @@ impl Syn {
                 timestamp: has(TS).then_some((self.tsval, self.tsecr)),
                 sack_count: 0,
                 sack_first: (Seq(0), Seq(0)),
+                mptcp: false,
             },
             ip_id: self.ip_id,
             first_fragment: false,

@@ -573,6 +573,11 @@ impl Tracker {
     ) -> Option<(Side, bool, bool, i64, bool)> {
         let c = self.slots.get_mut(slot)?;
         c.last = at;
+        // A client's SYN offers MPTCP; the server's SYN-ACK, or options after the handshake,
+        // show it in use.
+        if seg.options.mptcp && (seg.flags.ack() || !seg.flags.syn()) {
+            c.set_mptcp();
+        }
         let from_client = (seg.src, seg.src_port) == (c.client.addr, c.client.port);
         let side = if from_client {
             Side::Client

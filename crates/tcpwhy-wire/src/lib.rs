@@ -77,6 +77,7 @@ impl TcpSegment {
             timestamp: None,
             sack_count: 0,
             sack_first: (Seq(0), Seq(0)),
+            mptcp: false,
         },
         ip_id: 0,
         first_fragment: false,

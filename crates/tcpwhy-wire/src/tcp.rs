@@ -24,6 +24,7 @@ mod kind {
     pub const SACK_PERMITTED: u8 = 4; // RFC 2018
     pub const SACK: u8 = 5; // RFC 2018
     pub const TIMESTAMP: u8 = 8; // RFC 7323 section 3
+    pub const MPTCP: u8 = 30; // RFC 8684 section 3
 }
 
 /// At most four SACK blocks fit in 40 bytes of options (RFC 2018 section 3).
@@ -101,6 +102,9 @@ pub struct TcpOptions {
     /// The first SACK block (left and right edge), valid when `sack_count > 0`: a first block
     /// below the cumulative ACK is a D-SACK, reporting data received twice (RFC 2883).
     pub sack_first: (Seq, Seq),
+    /// A Multipath TCP option (any subtype) is present: on a SYN-ACK, or on a segment after
+    /// the handshake (DSS), the connection is one subflow of an MPTCP connection.
+    pub mptcp: bool,
 }
 
 #[inline]
@@ -184,6 +188,7 @@ pub(crate) fn parse_options_into(mut b: &[u8], o: &mut TcpOptions) {
             (kind::WSCALE, 1) => o.window_scale = Some(body[0]),
             (kind::SACK_PERMITTED, 0) => o.sack_permitted = true,
             (kind::TIMESTAMP, 8) => o.timestamp = Some((be32(body, 0), be32(body, 4))),
+            (kind::MPTCP, _) => o.mptcp = true,
             (kind::SACK, n) if n % 8 == 0 => {
                 o.sack_count = (n / 8).min(MAX_SACK_BLOCKS) as u8;
                 if n >= 8 {

@@ -520,3 +520,21 @@ fn ppp_ipnet_nflog_and_pktap() {
         }
     }
 }
+
+#[test]
+fn a_multipath_tcp_option_is_seen_whatever_its_subtype() {
+    // MP_CAPABLE on a SYN-ACK (kind 30, length 12: subtype 0 and version 1 in the first body
+    // byte, flags, the 64-bit key), after MSS and NOP NOP SACK-permitted; and a DSS (subtype 2,
+    // length 8) beside the usual timestamps.
+    let mut syn_ack = vec![2, 4, 0x05, 0xb4, 1, 1, 4, 2, 30, 12, 0x01, 0x81];
+    syn_ack.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let o = tcp::parse_options(&syn_ack);
+    assert!(o.mptcp && o.sack_permitted && o.mss == Some(1460));
+    let dss = [
+        1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 30, 8, 0x20, 0x01, 0, 0, 0, 9,
+    ];
+    let o = tcp::parse_options(&dss);
+    assert!(o.mptcp && o.timestamp == Some((1, 2)));
+    // Without it: false.
+    assert!(!tcp::parse_options(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).mptcp);
+}
