@@ -29,6 +29,7 @@ mod pipes;
 mod real_world;
 mod schema_doc;
 mod snapshots;
+mod tcpdump_review;
 mod terminal;
 mod threads;
 mod tshark;
