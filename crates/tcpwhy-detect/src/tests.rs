@@ -1788,3 +1788,26 @@ fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
         );
     }
 }
+
+#[test]
+fn a_reset_from_a_side_that_had_closed_answers_data_sent_after_its_close() {
+    // of13_ericsson.pcapng's shape: the server answers nothing, closes with its FIN at 30 ms
+    // (everything of its own delivered), the client sends a request at 40 ms into the closed
+    // connection, and the server's kernel answers it with an RST at 41 ms. The close ended
+    // the connection: no connection-reset.
+    let closed = with_hs(&[
+        (30, S, FIN | ACK, 5001, 1001, 0, 1000, &[]),
+        (31, C, ACK, 1001, 5002, 0, 1000, &[]),
+        (40, C, ACK | PSH, 1001, 5002, 100, 1000, &[]),
+        (41, S, RST, 5002, 0, 0, 0, &[]),
+    ]);
+    let f = run(&closed);
+    assert!(!ids(&f).contains(&"connection-reset"), "{f:?}");
+    // Without the server's FIN, the same reset aborts the client's open request.
+    let aborted = with_hs(&[
+        (40, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (41, S, RST, 5001, 0, 0, 0, &[]),
+    ]);
+    let f = run(&aborted);
+    assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
+}

@@ -7,7 +7,9 @@
 //!
 //! A reset of a connection with nothing outstanding (an idle connection closed by RST after
 //! its last exchange, as browsers and load balancers do) is a close, not a finding; so is a
-//! reset answering the peer's FIN, a reset of a handshake never completed (a refused or
+//! reset answering the peer's FIN, a reset from a side that had already closed with its own
+//! FIN, everything it sent delivered (it answers data the peer sent after that close: the
+//! close ended the connection), a reset of a handshake never completed (a refused or
 //! scanned port: `syn-refused`), and a client resetting its own acknowledged request within a
 //! second with nothing in flight (it sent and dropped on purpose; after a second or more it
 //! gave up waiting, and that is named).
@@ -118,7 +120,13 @@ impl Detector for ConnectionReset {
         // client that gave up waiting.
         let gave_up = request.is_some_and(|(req, _)| ev.at.ts_ns - req.ts_ns >= GAVE_UP_NS);
         let deliberate = ev.from == Side::Client && in_flight == [0, 0] && !gave_up;
-        if !outstanding || deliberate {
+        // The resetting side had closed with its FIN, everything of its own delivered: its
+        // reset answers data the peer sent after that close (a closed socket's answer, RFC
+        // 9293 section 3.10.7.1; Linux resets instead of sending a FIN when it closes with
+        // data unread). The close ended the connection; the peer wrote into it afterwards.
+        let me = ev.from as usize;
+        let closed_before = c.endpoint(ev.from).fin.is_some() && in_flight[me] == 0;
+        if !outstanding || deliberate || closed_before {
             return;
         }
         cs.extra.set(

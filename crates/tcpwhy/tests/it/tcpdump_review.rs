@@ -77,6 +77,12 @@ const REVIEWED: &[(&str, &str, usize, &str)] = &[
         "SYNs to port 179 answered by RST/ACK within 0.05 ms (the peer's BGP not yet listening)",
     ),
     (
+        "of13_ericsson.pcapng",
+        "connection-reset",
+        0,
+        "the switch closed with FIN after HELLO_FAILED; its RST answers a request sent after that",
+    ),
+    (
         "dns_tcp.pcap",
         "path-latency",
         1,
