@@ -15,6 +15,10 @@
 //! the handshake (a person typing the first line of a chat, a device's first status message:
 //! nobody was waiting on the client).
 //!
+//! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
+//! carry the MPTCP option): the application's data may travel on the other subflows, so one
+//! subflow's requests, replies and pauses are not the application's.
+//!
 //! **Known false positives.** Connection pools and browsers (pre-connect) open connections
 //! ahead of use; their first request is naturally later and the wait costs nothing to the
 //! user. A wait of a second or more is that more often than not (a real client stalls for

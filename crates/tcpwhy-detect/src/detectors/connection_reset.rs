@@ -24,6 +24,10 @@
 //! it that retransmission findings on the connection already count (a sender that resets
 //! after its resends went unanswered for a minute has lost that minute once, not twice).
 //!
+//! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
+//! carry the MPTCP option): the application's data may travel on the other subflows, so one
+//! subflow's requests, replies and pauses are not the application's.
+//!
 //! **Known false positives.** An application that aborts on purpose (SO_LINGER {1, 0} to
 //! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
 //! yet the data in flight was still thrown away.

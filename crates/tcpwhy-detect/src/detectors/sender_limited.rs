@@ -23,6 +23,10 @@
 //!
 //! **Cost.** Each pause named, less one round trip.
 //!
+//! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
+//! carry the MPTCP option): the application's data may travel on the other subflows, so one
+//! subflow's requests, replies and pauses are not the application's.
+//!
 //! **Known false positives.** The wire cannot tell the application from the sender's own
 //! stack: a pacing rate collapsed after a loss (BBR after a timeout sends about one segment per
 //! RTT-sized interval) or a send buffer drained by a slow producer look the same, and so does a

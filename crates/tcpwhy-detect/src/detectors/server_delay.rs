@@ -23,6 +23,10 @@
 //! and a reply exactly as long as a request of at most 200 bytes (keepalives or heartbeats
 //! that both sides send on their own timers, crossing).
 //!
+//! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
+//! carry the MPTCP option): the application's data may travel on the other subflows, so one
+//! subflow's requests, replies and pauses are not the application's.
+//!
 //! **Known false positives.** Protocols where the server speaks on its own schedule (server
 //! push, streaming, long polling) look like slow answers. The capture point's share of the
 //! round trip comes from the handshake; without a handshake the whole gap is counted.
