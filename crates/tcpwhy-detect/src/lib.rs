@@ -114,6 +114,13 @@ pub const SUBFLOW_BLIND: [&str; 4] = [
     "connection-reset",
 ];
 
+/// On an MPTCP subflow, drop the findings of `SUBFLOW_BLIND` from `found`.
+fn drop_subflow_blind(c: &Connection, found: &mut Vec<Finding>) {
+    if c.mptcp() {
+        found.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
+    }
+}
+
 /// The detectors between the tracker and an output: a [`Sink`] for the tracker.
 pub struct Detectors<'a> {
     set: detectors::Set,
@@ -203,9 +210,7 @@ impl Sink for Detectors<'_> {
             self.set.stall(cs, c, s, &mut self.buf);
         }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
-            if c.mptcp() {
-                self.buf.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
-            }
+            drop_subflow_blind(c, &mut self.buf);
             self.flush();
         }
     }
@@ -213,9 +218,7 @@ impl Sink for Detectors<'_> {
     fn connection(&mut self, c: &Connection) {
         let cs = self.states.get(c);
         self.set.finished(cs, c, &mut self.buf);
-        if c.mptcp() {
-            self.buf.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
-        }
+        drop_subflow_blind(c, &mut self.buf);
         for f in &mut self.buf {
             confidence::assess(c, f);
         }

@@ -1459,39 +1459,30 @@ mod tests {
         // last data left 70 jiffies (280 ms) after the write: 188.2875 ms lost (the model allows
         // 10, 20, .. 160, then 300 at ssthresh 3/4 of 400: 7 round trips against 2,
         // 5 * 50.6 = 253 ms).
-        let mut j = kernel();
-        j.judge(&Event {
-            cwnd: 400,
-            ssthresh: 100,
-            ..restart.clone()
-        });
-        let f = j
-            .judge(&Event {
+        // (`end_cwnd`: the window the restarted burst had reached by its end.)
+        let from_400 = |end_cwnd: u32| {
+            let mut j = kernel();
+            j.judge(&Event {
+                cwnd: 400,
+                ssthresh: 100,
+                ..restart.clone()
+            });
+            j.judge(&Event {
                 idle_jiffies: 70,
+                cwnd: end_cwnd,
                 ..end.clone()
             })
             .1
-            .unwrap();
+            .unwrap()
+        };
+        let f = from_400(end.cwnd);
         assert_eq!(f.cost_ns, 188_287_500);
         assert_eq!(f.evidence["would_take_ms"], 91.7125);
         // The same, but the restarted burst's window reached 700 segments by its end (read at
         // the end): kept, the window would have grown from 400 to at least that. At 700 its
         // 725 segments take 725 / 700 * 50.6 = 52.407142 ms (integer ns): 280 - 52.407142 =
         // 227.592858 ms lost (the model: 7 round trips against 2, 253 ms).
-        let mut j = kernel();
-        j.judge(&Event {
-            cwnd: 400,
-            ssthresh: 100,
-            ..restart.clone()
-        });
-        let f = j
-            .judge(&Event {
-                idle_jiffies: 70,
-                cwnd: 700,
-                ..end.clone()
-            })
-            .1
-            .unwrap();
+        let f = from_400(700);
         assert_eq!(f.cost_ns, 227_592_858);
         assert_eq!(f.evidence["cwnd_kept"], 700);
         assert_eq!(f.evidence["cwnd_before"], 400);

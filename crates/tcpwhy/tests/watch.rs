@@ -85,6 +85,22 @@ fn stop_watch(child: std::process::Child) -> (Vec<Value>, Value) {
     (findings, summary)
 }
 
+/// A Python script run to its end (it must succeed) with watch beside it: watch's records.
+fn beside_watch(script: &str) -> (Vec<Value>, Value) {
+    let watch = start_watch();
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("python3");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    stop_watch(watch)
+}
+
 /// A capture's connections: their first and last packet times (ns) and their endpoints.
 struct Window {
     first: i64,
@@ -509,18 +525,7 @@ time.sleep(1.5)
 s.close(); t.join()
 "#
     );
-    let watch = start_watch();
-    let run = Command::new("python3")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python3");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let (f, summary) = stop_watch(watch);
+    let (f, summary) = beside_watch(&script);
     let ours = |v: &&Value| {
         v["local"] == format!("127.0.0.1:{port}") || v["remote"] == format!("127.0.0.1:{port}")
     };
@@ -578,18 +583,7 @@ except OSError:
 t.join(); s.close()
 "#
     );
-    let watch = start_watch();
-    let run = Command::new("python3")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python3");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let (f, _) = stop_watch(watch);
+    let (f, _) = beside_watch(&script);
     let zw: Vec<&Value> = f
         .iter()
         .filter(|v| v["id"] == "zero-window" && v["remote"] == format!("127.0.0.1:{port}"))
