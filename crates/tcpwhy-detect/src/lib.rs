@@ -114,10 +114,34 @@ pub const SUBFLOW_BLIND: [&str; 4] = [
     "connection-reset",
 ];
 
-/// On an MPTCP subflow, drop the findings of `SUBFLOW_BLIND` from `found`.
-fn drop_subflow_blind(c: &Connection, found: &mut Vec<Finding>) {
+/// The findings that read one side's data as an answer to the other's, or its pauses as owed
+/// data: not made between peers of a protocol whose speakers send on their own schedule.
+pub const PEER_BLIND: [&str; 3] = ["server-delay", "client-delay", "sender-limited"];
+
+/// Well-known ports of protocols whose two speakers are peers: after the session opens, each
+/// sends its messages when its own state changes (a route, a label, a peer's status), and no
+/// message answers another, so one side's data after the other's is no reply and a pause is no
+/// debt. BGP (179, RFC 4271: UPDATEs whenever routes change, KEEPALIVEs on each side's timer),
+/// LDP (646, RFC 5036), MSDP (639, RFC 3618), BMP (11019, RFC 7854: a router's one-way feed).
+pub const PEER_PROTOCOL_PORTS: [(u16, &str); 4] =
+    [(179, "BGP"), (646, "LDP"), (639, "MSDP"), (11019, "BMP")];
+
+/// The peer protocol `c` speaks, by either side's port (`PEER_PROTOCOL_PORTS`).
+pub fn peer_protocol(c: &Connection) -> Option<&'static str> {
+    PEER_PROTOCOL_PORTS
+        .iter()
+        .find(|(p, _)| *p == c.server.port || *p == c.client.port)
+        .map(|(_, name)| *name)
+}
+
+/// On an MPTCP subflow, drop the findings of `SUBFLOW_BLIND` from `found`; between the peers of
+/// a peer protocol, those of `PEER_BLIND`.
+fn drop_blind(c: &Connection, found: &mut Vec<Finding>) {
     if c.mptcp() {
         found.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
+    }
+    if peer_protocol(c).is_some() {
+        found.retain(|f| !PEER_BLIND.contains(&f.id));
     }
 }
 
@@ -210,7 +234,7 @@ impl Sink for Detectors<'_> {
             self.set.stall(cs, c, s, &mut self.buf);
         }
         if !self.buf.is_empty() || !self.xbuf.is_empty() || !self.sbuf.is_empty() {
-            drop_subflow_blind(c, &mut self.buf);
+            drop_blind(c, &mut self.buf);
             self.flush();
         }
     }
@@ -218,7 +242,7 @@ impl Sink for Detectors<'_> {
     fn connection(&mut self, c: &Connection) {
         let cs = self.states.get(c);
         self.set.finished(cs, c, &mut self.buf);
-        drop_subflow_blind(c, &mut self.buf);
+        drop_blind(c, &mut self.buf);
         for f in &mut self.buf {
             confidence::assess(c, f);
         }

@@ -70,6 +70,18 @@ fn drive_scaled(disabled: &[String], scale: Option<u8>, lines: &[Line]) -> Colle
 
 /// The same, every segment carrying a Multipath TCP option when `mptcp`.
 fn drive_opts(disabled: &[String], scale: Option<u8>, mptcp: bool, lines: &[Line]) -> Collect {
+    drive_port(disabled, scale, mptcp, S.1, lines)
+}
+
+/// The same with the server `S` on port `server_port` instead of its own.
+fn drive_port(
+    disabled: &[String],
+    scale: Option<u8>,
+    mptcp: bool,
+    server_port: u16,
+    lines: &[Line],
+) -> Collect {
+    let port = |p: u16| if p == S.1 { server_port } else { p };
     let mut out = Collect::default();
     let mut det = Detectors::new(disabled, &mut out);
     let mut t = Tracker::new(Config::default());
@@ -90,8 +102,8 @@ fn drive_opts(disabled: &[String], scale: Option<u8>, mptcp: bool, lines: &[Line
         let seg = TcpSegment {
             src: from.0,
             dst: to.0,
-            src_port: from.1,
-            dst_port: to.1,
+            src_port: port(from.1),
+            dst_port: port(to.1),
             seq: Seq(seq),
             ack: Seq(ack),
             flags: TcpFlags(flags),
@@ -1786,6 +1798,28 @@ fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
             "{:?}",
             subflow.findings
         );
+    }
+}
+
+#[test]
+fn between_bgp_peers_no_message_is_taken_for_an_answer() {
+    // bgp-lu-multiple-labels.pcap's shape (tcpdump's tests): after the session opened, one
+    // peer sends an UPDATE at 10 ms, acknowledged at 20 ms; the other peer's next message
+    // (there a Cease NOTIFICATION, an operator's reset) comes at 520 ms. On port 80 that is a
+    // server answering 500 ms late; between BGP peers (port 179) each sends when its own
+    // routes or timers change, so it is no answer and no finding of `PEER_BLIND` is made.
+    let lines = with_hs(&[
+        (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (20, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (520, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+        (530, C, ACK, 1101, 5101, 0, 1000, &[]),
+    ]);
+    let web = drive_port(&[], None, false, 80, &lines).findings;
+    assert!(ids(&web).contains(&"server-delay"), "{web:?}");
+    let bgp = drive_port(&[], None, false, 179, &lines);
+    assert_eq!(bgp.last.as_ref().map(|c| c.server.port), Some(179));
+    for id in PEER_BLIND {
+        assert!(!ids(&bgp.findings).contains(&id), "{:?}", bgp.findings);
     }
 }
 

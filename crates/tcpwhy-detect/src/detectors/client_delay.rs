@@ -19,6 +19,10 @@
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
 //! subflow's requests, replies and pauses are not the application's.
 //!
+//! Nor between the peers of BGP, LDP, MSDP or BMP (either side on port 179, 646, 639 or
+//! 11019): each peer sends when its own routes, labels or timers change, so no message
+//! answers another and a pause owes nothing.
+//!
 //! **Known false positives.** Connection pools and browsers (pre-connect) open connections
 //! ahead of use; their first request is naturally later and the wait costs nothing to the
 //! user. A wait of a second or more is that more often than not (a real client stalls for

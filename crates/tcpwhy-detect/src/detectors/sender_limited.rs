@@ -27,6 +27,10 @@
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
 //! subflow's requests, replies and pauses are not the application's.
 //!
+//! Nor between the peers of BGP, LDP, MSDP or BMP (either side on port 179, 646, 639 or
+//! 11019): each peer sends when its own routes, labels or timers change, so no message
+//! answers another and a pause owes nothing.
+//!
 //! **Known false positives.** The wire cannot tell the application from the sender's own
 //! stack: a pacing rate collapsed after a loss (BBR after a timeout sends about one segment per
 //! RTT-sized interval) or a send buffer drained by a slow producer look the same, and so does a

@@ -27,6 +27,10 @@
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
 //! subflow's requests, replies and pauses are not the application's.
 //!
+//! Nor between the peers of BGP, LDP, MSDP or BMP (either side on port 179, 646, 639 or
+//! 11019): each peer sends when its own routes, labels or timers change, so no message
+//! answers another and a pause owes nothing.
+//!
 //! **Known false positives.** Protocols where the server speaks on its own schedule (server
 //! push, streaming, long polling) look like slow answers. The capture point's share of the
 //! round trip comes from the handshake; without a handshake the whole gap is counted.

@@ -47,6 +47,18 @@ const REVIEWED: &[(&str, &str, usize, &str)] = &[
         "MPTCP: the server answered on the other subflow at 0.180 s; the 1.2 s is think time",
     ),
     (
+        "bgp-lu-multiple-labels.pcap",
+        "server-delay",
+        0,
+        "BGP peers: the Cease NOTIFICATION 466 ms after an UPDATE is an operator's reset, no answer",
+    ),
+    (
+        "bgp-bgpsec.pcap",
+        "server-delay",
+        0,
+        "BGP peers: 2530 bytes of UPDATEs 62.8 ms after the other's UPDATE are its own routes",
+    ),
+    (
         "pptp.pcap",
         "server-delay",
         1,
