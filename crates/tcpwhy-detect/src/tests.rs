@@ -318,6 +318,30 @@ fn nagle_needs_a_late_pure_ack_and_an_immediate_release() {
 }
 
 #[test]
+fn a_syn_sooner_than_any_timer_is_not_sent_again_for_want_of_an_answer() {
+    // tcpdump's bgp-shutdown-msg-variations.pcap: three SYNs with one ISN 1.2 and 0.9 ms apart
+    // (each with other data: a tool's packets), then nothing. No stack retries a SYN sooner
+    // than 2 ms (TCP_TIMEOUT_MIN), so none of them is a retry: no syn-unanswered.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, C, SYN, 1000, 0, 0, 1000, &[]),
+        (2, C, SYN, 1000, 0, 0, 1000, &[]),
+    ]);
+    assert!(f.is_empty(), "{f:?}");
+    // A retry after a second is one, counted from the SYN before it: the copy 1 ms after the
+    // first is not counted, the finding lists the first SYN and the retry.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1001, C, SYN, 1000, 0, 0, 1000, &[]),
+    ]);
+    assert_eq!(ids(&f), ["syn-unanswered"]);
+    assert_eq!(f[0].details["syns"], 2);
+    assert_eq!(f[0].frames, [1, 3]);
+    assert_eq!(f[0].cost_ns, 1001 * MS);
+}
+
+#[test]
 fn syn_unanswered_ladder_fingerprints() {
     let f = run(&[
         (0, C, SYN, 1000, 0, 0, 1000, &[]),

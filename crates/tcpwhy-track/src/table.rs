@@ -106,8 +106,18 @@ pub struct Tracker {
 /// Two identical packets this close are one packet captured twice: on both ends of a veth or
 /// on `any` microseconds apart, or a copy a bridge or router forwarded onto the captured
 /// segment one hop later (7 ms apart in cs1e_hauntedbrowser.pcap). A retransmission differs
-/// in its IPv4 ID or TSval, so the window only bounds how far back a copy is looked for.
+/// in its TSval once the sender's timestamp clock has ticked (1 ms on Linux, 10-500 ms on
+/// other stacks), so copies told apart only by TCP timestamps are looked for this far back.
 const DUPLICATE_NS: i64 = 25_000_000;
+
+/// Copies with the same non-zero IPv4 ID are looked for this far back. Every stack gives a
+/// resent segment an ID of its own (Linux: the socket's counter, Windows: the host's, BSD: the
+/// next or a random one), so the same ID on the segment sent just before is the same packet
+/// captured twice however late the copy (a forwarding loop, a mirror port's buffer; 60 ms
+/// apart in tcpdump's bgp-infinite-loop.pcap); the window guards against an ID counter that
+/// has gone round its 65 536 values, which takes a second or more at the packet rates where a
+/// segment is resent with nothing else sent in between.
+const DUPLICATE_ID_NS: i64 = 1_000_000_000;
 
 /// What tells two sends of a segment apart (a retransmission differs in IP ID or TSval).
 fn signature(seg: &TcpSegment) -> u32 {
@@ -587,8 +597,9 @@ impl Tracker {
         // The same packet captured twice (both ends of a veth, `any`, a bridge and its port, a
         // copy forwarded one hop later with its TTL one less): identical headers, including the
         // IPv4 ID or the TCP timestamps that tell two sends of the same bytes apart, within
-        // `DUPLICATE_NS` of this side's last segment, and the same as that segment or the one
-        // before it. Counted as a packet, otherwise ignored.
+        // `DUPLICATE_ID_NS` (a non-zero IPv4 ID) or `DUPLICATE_NS` of this side's last
+        // segment, and the same as that segment or the one before it. Counted as a packet,
+        // otherwise ignored.
         {
             let me = if from_client {
                 &mut c.client
@@ -597,9 +608,12 @@ impl Tracker {
             };
             let sig = signature(seg);
             let distinctive = seg.ip_id != 0 || seg.options.timestamp.is_some();
-            if distinctive
-                && me.recently_sent(sig)
-                && at.ts_ns.saturating_sub(me.last_ts) <= DUPLICATE_NS
+            let window = if seg.ip_id != 0 {
+                DUPLICATE_ID_NS
+            } else {
+                DUPLICATE_NS
+            };
+            if distinctive && me.recently_sent(sig) && at.ts_ns.saturating_sub(me.last_ts) <= window
             {
                 // Like tshark: packets, frame bytes and payload count every copy captured.
                 me.count_duplicate(seg.payload_len);

@@ -14,6 +14,12 @@ pub(crate) use crate::slots::{Lazy, PerSide, Rare, Recycle, WHOLE};
 use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
 
+/// The shortest wait after which any TCP timer resends: Linux's tail loss probe waits at least
+/// TCP_TIMEOUT_MIN, 2 jiffies (2 ms at HZ=1000), beyond twice the smoothed round trip, and so
+/// does the SYN it sends again after resetting a stale ACK; every retransmission timeout is
+/// longer (200 ms on Linux, 1 s by RFC 6298 and for a SYN).
+pub(crate) const TIMER_MIN_NS: i64 = 2 * MS;
+
 /// The findings about the capture as a whole, made when it ends from every connection's
 /// summary (`crate::half_open`), not by a per-connection detector.
 pub static CAPTURE_WIDE: [&Info; 2] = [&syn_flood::INFO, &syn_scan::INFO];

@@ -27,7 +27,7 @@ use super::fast_retransmit::{self, FastRetransmits};
 use super::rto_retransmission::{self, Timeouts};
 use super::spurious_retransmission::{self, Spurious};
 use super::resend::Retx;
-use super::{rtt_ns, ConnState, Recycle, MS};
+use super::{rtt_ns, ConnState, Recycle, MS, TIMER_MIN_NS};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -312,10 +312,6 @@ impl Detector for Retransmissions {
 /// Segments remembered per sender (the newest); older ones age out.
 const RING: usize = 128;
 
-/// The shortest wait after which any TCP timer resends: Linux's tail loss probe waits at least
-/// TCP_TIMEOUT_MIN, 2 jiffies (2 ms at HZ=1000), beyond twice the smoothed round trip; every
-/// retransmission timeout is longer (200 ms on Linux, 1 s by RFC 6298).
-const TIMER_MIN_NS: i64 = 2 * MS;
 
 /// One sender's segments and what the peer's ACKs said about them (its retransmissions are
 /// the connection's `Losses`). 48 bytes: times and counts are as narrow as their use allows.

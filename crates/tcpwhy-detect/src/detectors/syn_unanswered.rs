@@ -13,13 +13,17 @@
 //!
 //! **Cost.** From the first SYN to the SYN-ACK (or to the last SYN, when never answered).
 //!
+//! A SYN less than 2 ms after the one before it (`TIMER_MIN_NS`: sooner than any TCP timer
+//! fires) is not counted as sent again: no stack retries that soon for want of an answer, so
+//! it is a tool's packet or a copy the capture could not tell apart.
+//!
 //! **Known false positives.** A capture that misses the SYN-ACKs (asymmetric routing, capture
 //! loss) shows the same retries. SYNs answered by a stale ACK are `syn-stale-state` instead.
 //!
 //! **References.** docs/tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
-use super::{ConnState, WHOLE};
+use super::{ConnState, TIMER_MIN_NS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use serde_json::json;
@@ -41,8 +45,9 @@ pub(crate) struct State {
 
 /// The SYNs after the first (`ConnState::first_syn()`), a part of the connection's `Extra`: most
 /// connections send one (a Vec of them all was a 64-byte allocation per connection).
+/// Also when the last SYN of all was seen (counted or not), in ns.
 #[derive(Default, Debug)]
-pub(crate) struct SynsAgain(Vec<At>);
+pub(crate) struct SynsAgain(Vec<At>, Option<i64>);
 
 /// The shape of a SYN retry ladder (its gaps), and the stacks known to send it. A ladder names
 /// the client's stack only when exactly one is known to send it; most shapes are shared
@@ -106,9 +111,16 @@ impl Detector for SynUnanswered {
         match ev.from {
             // The first SYN is `first_syn` itself (set before the detectors run).
             Side::Client if f.syn() && !f.ack() && first != Some(ev.at) => {
-                let more = &mut cs.extra.get::<SynsAgain>(WHOLE).0;
-                if more.len() + 1 < MAX_SYNS {
-                    more.push(ev.at);
+                let again = cs.extra.get::<SynsAgain>(WHOLE);
+                // Sooner than any timer after the SYN before it: not sent again for want of an
+                // answer (a tool's packets, or a copy the capture could not tell apart).
+                let previous = again.1.or(first.map(|a| a.ts_ns));
+                again.1 = Some(ev.at.ts_ns);
+                if previous.is_some_and(|p| ev.at.ts_ns - p < TIMER_MIN_NS) {
+                    return;
+                }
+                if again.0.len() + 1 < MAX_SYNS {
+                    again.0.push(ev.at);
                 }
             }
             // Any answer other than a SYN-ACK (a stale ACK, a reset) is another detector's case.

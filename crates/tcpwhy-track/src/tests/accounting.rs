@@ -333,6 +333,37 @@ fn a_copy_forwarded_one_hop_later_is_a_duplicate_even_after_the_next_original() 
 }
 
 #[test]
+fn the_same_ip_id_on_the_segment_sent_just_before_is_a_copy_however_late() {
+    // tcpdump's bgp-infinite-loop.pcap: a segment and its copy 60 ms later, identical down to
+    // the IP ID (0xc78a) and TTL, nothing sent or received in between. No stack resends with
+    // the ID it used, so the second is the same packet captured again, not a timeout. A copy
+    // only told apart by timestamps is still looked for within 25 ms (a sender's timestamp
+    // clock may tick that slowly), and a new IP ID is a resend whenever it comes.
+    // (`seg_id` times are in tenths of a millisecond.)
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    seg_id(&mut r, 100, C, ACK | PSH, 1001, 9001, 34, 0xc78a);
+    seg_id(&mut r, 700, C, ACK | PSH, 1001, 9001, 34, 0xc78a);
+    seg_id(&mut r, 800, C, ACK | PSH, 1001, 9001, 34, 0xc78b);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.duplicates(), 1);
+    assert_eq!(
+        c.client.retrans_segments(),
+        1,
+        "only the one with a new IP ID"
+    );
+
+    // The same ID more than a second later: the counter may have gone round; a resend.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1000, 9000);
+    seg_id(&mut r, 100, C, ACK | PSH, 1001, 9001, 34, 0xc78a);
+    seg_id(&mut r, 12_000, C, ACK | PSH, 1001, 9001, 34, 0xc78a);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.duplicates(), 0);
+    assert_eq!(c.client.retrans_segments(), 1);
+}
+
+#[test]
 fn data_captured_after_the_ack_that_covers_it_is_neither_loss_nor_a_retransmission() {
     // zeek_smb_smb3_multichannel.pcap frames 109-111: the receiver's ACK for 40455 is captured
     // before the (offloaded) segment 37535-52135 that it covers in part. The segment is new

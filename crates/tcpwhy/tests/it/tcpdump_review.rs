@@ -59,6 +59,18 @@ const REVIEWED: &[(&str, &str, usize, &str)] = &[
         "BGP peers: 2530 bytes of UPDATEs 62.8 ms after the other's UPDATE are its own routes",
     ),
     (
+        "bgp-infinite-loop.pcap",
+        "rto-retransmission",
+        0,
+        "the same packet (IP ID 0xc78a, TTL 64, 34 bytes) captured twice 60 ms apart: no resend",
+    ),
+    (
+        "bgp-shutdown-msg-variations.pcap",
+        "syn-unanswered",
+        0,
+        "three SYNs with other data each 1.2 and 0.9 ms apart: a tool's packets, no timer's retry",
+    ),
+    (
         "pptp.pcap",
         "server-delay",
         1,
