@@ -96,11 +96,10 @@ pub fn assess(c: &Connection, f: &mut Finding) {
     } else if c.vantage() == Vantage::Unknown && SPLIT.contains(&f.id) {
         conf.lower(Level::Medium, VANTAGE);
     }
-    if f.id == "rto-retransmission" {
-        let count = |k: &str| f.details[k].as_u64().unwrap_or(0);
-        if count("inferred_from_probe_timing") > 0 {
+    if let crate::Details::RtoRetransmission(d) = &f.details {
+        if d.inferred_from_probe_timing > 0 {
             conf.lower(Level::Low, PROBE_TIMING);
-        } else if count("lost_before_capture_point") > 0 {
+        } else if d.lost_before_capture_point > 0 {
             conf.lower(Level::Medium, INFERRED_LOSS);
         }
     }

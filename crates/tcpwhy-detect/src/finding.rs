@@ -1,6 +1,5 @@
 //! The finding: one cause, where, what it cost, and the proof.
 
-use serde_json::Value;
 use std::net::IpAddr;
 use tcpwhy_track::Connection;
 
@@ -22,8 +21,8 @@ pub struct Finding {
     pub explanation: String,
     /// What to do about it (mostly a fixed text: no allocation per finding).
     pub fix: std::borrow::Cow<'static, str>,
-    /// Cause-specific facts.
-    pub details: Value,
+    /// Cause-specific facts, typed by the detector that found it.
+    pub details: Details,
     /// How sure the finding is, and why not more.
     pub confidence: Confidence,
 }
@@ -77,7 +76,7 @@ impl Finding {
             frames: Vec::new(),
             explanation: String::new(),
             fix: std::borrow::Cow::Borrowed(""),
-            details: Value::Null,
+            details: Details::None,
             confidence: Confidence::default(),
         }
     }
@@ -98,7 +97,7 @@ impl Finding {
             frames: Vec::new(),
             explanation: String::new(),
             fix: std::borrow::Cow::Borrowed(""),
-            details: Value::Null,
+            details: Details::None,
             confidence: Confidence::default(),
         }
     }
@@ -129,4 +128,104 @@ pub fn ms(ns: i64) -> String {
 /// Milliseconds as a JSON number, rounded to the microsecond.
 pub fn ms_f(ns: i64) -> f64 {
     (ns as f64 / 1e3).round() / 1e3
+}
+
+/// Declares `Details`: one variant per kind of finding, each holding its detector's type of
+/// details (declared beside the detector), with a `From` for each and a `Serialize` that
+/// writes the inner type as it is (a JSON object; `None` is `null`).
+macro_rules! details {
+    ($($v:ident($t:ty)),* $(,)?) => {
+        /// A finding's cause-specific facts: its detector's type, or none.
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub enum Details {
+            #[default]
+            None,
+            $($v($t),)*
+        }
+
+        impl serde::Serialize for Details {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    Details::None => s.serialize_unit(),
+                    $(Details::$v(d) => d.serialize(s),)*
+                }
+            }
+        }
+
+        $(impl From<$t> for Details {
+            fn from(d: $t) -> Details {
+                Details::$v(d)
+            }
+        })*
+    };
+}
+
+use crate::detectors as d;
+
+details! {
+    AcceptQueueFull(d::AcceptQueueFullDetails),
+    CaptureLoss(d::CaptureLossDetails),
+    ClientDelay(d::ClientDelayDetails),
+    ConnectionReset(d::ConnectionResetDetails),
+    FastRetransmit(d::FastRetransmitDetails),
+    NagleDelayedAck(d::NagleDelayedAckDetails),
+    PathLatency(d::PathLatencyDetails),
+    QueueingDelay(d::QueueingDelayDetails),
+    RtoRetransmission(d::RtoRetransmissionDetails),
+    RwndLimited(d::RwndLimitedDetails),
+    SenderLimited(d::SenderLimitedDetails),
+    ServerDelay(d::ServerDelayDetails),
+    SlowStartRestart(d::SlowStartRestartDetails),
+    SpuriousRetransmission(d::SpuriousRetransmissionDetails),
+    SynFlood(d::SynFloodDetails),
+    SynRefused(d::SynRefusedDetails),
+    SynScan(d::SynScanDetails),
+    SynStaleState(d::SynStaleStateDetails),
+    SynUnanswered(d::SynUnansweredDetails),
+    ZeroWindow(d::ZeroWindowDetails),
+}
+
+impl Details {
+    /// The side whose sending the finding is about (`"client"`, `"server"`), for the findings
+    /// about one direction of a connection.
+    pub fn sender(&self) -> Option<&'static str> {
+        match self {
+            Details::FastRetransmit(d) => Some(d.sender),
+            Details::NagleDelayedAck(d) => Some(d.sender),
+            Details::RtoRetransmission(d) => Some(d.sender),
+            Details::RwndLimited(d) => Some(d.sender),
+            Details::SenderLimited(d) => Some(d.sender),
+            Details::SlowStartRestart(d) => Some(d.sender),
+            Details::SpuriousRetransmission(d) => Some(d.sender),
+            _ => None,
+        }
+    }
+
+    /// The side whose receiving the finding is about (`zero-window`).
+    pub fn receiver(&self) -> Option<&'static str> {
+        match self {
+            Details::ZeroWindow(d) => Some(d.receiver),
+            _ => None,
+        }
+    }
+
+    /// The round trip the finding was judged by, in ms, for those that name one.
+    pub fn rtt_ms(&self) -> Option<f64> {
+        match self {
+            Details::NagleDelayedAck(d) => d.rtt_ms,
+            Details::PathLatency(d) => Some(d.rtt_ms),
+            Details::RwndLimited(d) => Some(d.rtt_ms),
+            Details::SlowStartRestart(d) => Some(d.rtt_ms),
+            Details::SpuriousRetransmission(d) => d.rtt_ms,
+            _ => None,
+        }
+    }
+
+    /// Every restarted burst of a `slow-start-restart` finding; none for the others.
+    pub fn restarts(&self) -> &[d::RestartedBurst] {
+        match self {
+            Details::SlowStartRestart(d) => &d.restarts,
+            _ => &[],
+        }
+    }
 }

@@ -15,6 +15,10 @@
 //! registry, `ConnState`, one file per detector) <- this file (the driver, [`Detectors`]). A
 //! model reaches its state through a trait of its own (`model::exchange::Place`), which
 //! `ConnState` implements, so it names no detector.
+//!
+//! A finding's cause-specific facts are typed ([`Details`]: one struct per detector, declared
+//! beside it, its fields in the alphabetical order of the JSON keys they serialize as);
+//! printers read them through their types, never by key, and this crate writes no JSON.
 #![forbid(unsafe_code)]
 
 pub mod confidence;
@@ -30,7 +34,7 @@ pub use half_open::HalfOpen;
 pub use model::exchange::{Exchange, Split};
 pub use model::stall::{Stall, StallClass, FLOOR_NS as STALL_FLOOR_NS};
 
-pub use finding::{Confidence, Finding, Level};
+pub use finding::{Confidence, Details, Finding, Level};
 use tcpwhy_track::{Connection, SegmentEvent, Sink};
 
 /// What `tcpwhy explain` shows, and what the registry lists.

@@ -120,6 +120,17 @@ fn drive_port(
     out
 }
 
+/// A finding's details as the JSON output writes them, to read by key.
+trait AsJson {
+    fn json(&self) -> serde_json::Value;
+}
+
+impl AsJson for Details {
+    fn json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 fn run(lines: &[Line]) -> Vec<Finding> {
     drive(lines).findings
 }
@@ -221,7 +232,7 @@ fn zero_window_stall_is_timed_and_open_windows_are_silent() {
     assert_eq!(ids(&f), ["zero-window"]);
     assert_eq!(f[0].cost_ns, 288 * MS);
     assert_eq!(f[0].frames, [5, 7]);
-    assert_eq!(f[0].details["receiver"], "client");
+    assert_eq!(f[0].details.json()["receiver"], "client");
     let f = run(&with_hs(&[
         (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
         (12, C, ACK, 1001, 6001, 0, 1000, &[]),
@@ -260,7 +271,7 @@ fn fast_retransmit_after_three_dupacks_rto_without() {
     ]));
     assert_eq!(ids(&f), ["rto-retransmission"]);
     assert_eq!(f[0].cost_ns, 219 * MS);
-    assert_eq!(f[0].details["tail"], 1);
+    assert_eq!(f[0].details.json()["tail"], 1);
 }
 
 #[test]
@@ -289,7 +300,7 @@ fn capture_loss_when_acks_cover_unseen_data() {
         (21, C, ACK, 1001, 5301, 0, 1000, &[]),
     ]));
     assert_eq!(ids(&f), ["capture-loss"]);
-    assert_eq!(f[0].details["server_bytes_missed"], 100);
+    assert_eq!(f[0].details.json()["server_bytes_missed"], 100);
     let f = run(&with_hs(&[
         (11, S, ACK, 5001, 1001, 100, 1000, &[]),
         (21, C, ACK, 1001, 5101, 0, 1000, &[]),
@@ -336,7 +347,7 @@ fn a_syn_sooner_than_any_timer_is_not_sent_again_for_want_of_an_answer() {
         (1001, C, SYN, 1000, 0, 0, 1000, &[]),
     ]);
     assert_eq!(ids(&f), ["syn-unanswered"]);
-    assert_eq!(f[0].details["syns"], 2);
+    assert_eq!(f[0].details.json()["syns"], 2);
     assert_eq!(f[0].frames, [1, 3]);
     assert_eq!(f[0].cost_ns, 1001 * MS);
 }
@@ -352,9 +363,9 @@ fn syn_unanswered_ladder_fingerprints() {
     ]);
     assert_eq!(ids(&f), ["syn-unanswered"]);
     assert_eq!(f[0].cost_ns, 3010 * MS);
-    assert_eq!(f[0].details["ladder"], "doubling from 1 s");
+    assert_eq!(f[0].details.json()["ladder"], "doubling from 1 s");
     // Several stacks send that ladder: none is named.
-    assert_eq!(f[0].details["client_stack"], "unknown");
+    assert_eq!(f[0].details.json()["client_stack"], "unknown");
     // macOS and Linux >= 6.5 both retry 1, 1, 1, 1, 1, then 2, 4 ... s apart (cs_http_espn_fail's
     // Mac OS X 10.10 client was called Linux): shared, so unknown too.
     let mut lines: Vec<Line> = Vec::new();
@@ -363,12 +374,12 @@ fn syn_unanswered_ladder_fingerprints() {
     }
     let f = run(&lines);
     assert_eq!(
-        f[0].details["ladder"],
+        f[0].details.json()["ladder"],
         "retries 1 s apart (then doubling after five)"
     );
-    assert_eq!(f[0].details["client_stack"], "unknown");
+    assert_eq!(f[0].details.json()["client_stack"], "unknown");
     assert_eq!(
-        f[0].details["stacks"],
+        f[0].details.json()["stacks"],
         serde_json::json!(["Linux >= 6.5 (tcp_syn_linear_timeouts=4)", "macOS"])
     );
     // One SYN answered at once: nothing.
@@ -387,7 +398,7 @@ fn server_delay_counts_server_time_beyond_the_round_trip() {
     // 280 ms from the request to the answer, less the 10 ms round trip to the server.
     assert_eq!(f[0].cost_ns, 270 * MS);
     assert_eq!(f[0].frames, [4, 5, 6]);
-    assert_eq!(f[0].details["acked_before_answer"], 1);
+    assert_eq!(f[0].details.json()["acked_before_answer"], 1);
     // An answer within a few round trips is the network, not the server.
     let f = run(&with_hs(&[
         (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
@@ -449,7 +460,10 @@ fn path_latency_on_long_round_trips_only() {
         3 * 80 * MS,
         "the handshake and two one-round-trip exchanges"
     );
-    assert_eq!(f[0].details["round_trips"], serde_json::json!([1, 1]));
+    assert_eq!(
+        f[0].details.json()["round_trips"],
+        serde_json::json!([1, 1])
+    );
     assert!(
         f[0].explanation
             .contains("; 2 exchanges took 80.0 ms each (median, about 1 round trip): "),
@@ -500,8 +514,8 @@ fn path_latency_keeps_the_first_64_exchanges() {
     let f = run(&lines_for(70));
     assert_eq!(ids(&f), ["path-latency"], "{f:?}");
     let ms: Vec<f64> = (0..64).map(|n| 80.0 + f64::from(n)).collect();
-    assert_eq!(f[0].details["exchange_ms"], serde_json::json!(ms));
-    assert_eq!(f[0].details["exchanges"], 70);
+    assert_eq!(f[0].details.json()["exchange_ms"], serde_json::json!(ms));
+    assert_eq!(f[0].details.json()["exchanges"], 70);
     assert!(
         f[0].explanation
             .contains("; 70 exchanges, the first 64 of them took "),
@@ -509,12 +523,12 @@ fn path_latency_keeps_the_first_64_exchanges() {
         f[0].explanation
     );
     let cut = run(&lines_for(64));
-    assert_eq!(cut[0].details["exchanges"], 64);
+    assert_eq!(cut[0].details.json()["exchanges"], 64);
     assert_eq!(f[0].cost_ns - cut[0].cost_ns, 6 * 80 * MS);
-    assert_eq!(f[0].details["unlisted_exchanges"], 6);
+    assert_eq!(f[0].details.json()["unlisted_exchanges"], 6);
     // 144 + 145 + ... + 149 ms, priced 6 x 80 ms.
-    assert_eq!(f[0].details["unlisted_ms"], 879.0);
-    assert_eq!(f[0].details["unlisted_cost_ms"], 480.0);
+    assert_eq!(f[0].details.json()["unlisted_ms"], 879.0);
+    assert_eq!(f[0].details.json()["unlisted_cost_ms"], 480.0);
 }
 
 #[test]
@@ -549,8 +563,8 @@ fn rwnd_limited_when_the_sender_waits_at_the_window_edge() {
     }
     let f = run(&lines);
     assert_eq!(ids(&f), ["rwnd-limited"]);
-    assert_eq!(f[0].details["waits"], 3);
-    assert_eq!(f[0].details["max_window_bytes"], 3000);
+    assert_eq!(f[0].details.json()["waits"], 3);
+    assert_eq!(f[0].details.json()["max_window_bytes"], 3000);
     assert_eq!(f[0].cost_ns, 3 * 10 * MS);
     // A window far larger than what is sent: never full, nothing to say.
     let mut lines = with_hs(&[(10, C, ACK, 1001, 5001, 0, 60000, &[])]);
@@ -739,7 +753,7 @@ fn sender_limited_only_for_pauses_inside_an_answer() {
     // From the ACK that left nothing in flight (frame 6) to the resumed data (7), less the RTT.
     assert_eq!(f[0].frames, [6, 7]);
     assert_eq!(f[0].cost_ns, 490 * MS);
-    assert_eq!(f[0].details["sender"], "server");
+    assert_eq!(f[0].details.json()["sender"], "server");
     // The same pause in a stream the server sends on its own (no request): not checked.
     let f = run(&with_hs(&[
         (21, S, ACK, 5001, 1001, 100, 1000, &[]),
@@ -803,9 +817,9 @@ fn a_pause_is_named_when_it_stands_out_of_the_senders_cadence() {
     };
     let f = run(&lines(&[100, 100, 100, 100, 100, 1200]));
     assert_eq!(ids(&f), ["sender-limited"], "{f:?}");
-    assert_eq!(f[0].details["pauses"], 1);
-    assert_eq!(f[0].details["all_pauses"], 6);
-    assert_eq!(f[0].details["median_pause_ms"], 99.0);
+    assert_eq!(f[0].details.json()["pauses"], 1);
+    assert_eq!(f[0].details.json()["all_pauses"], 6);
+    assert_eq!(f[0].details.json()["median_pause_ms"], 99.0);
     assert_eq!(f[0].cost_ns, 1189 * MS);
     let f = run(&lines(&[400, 500, 600, 450, 550, 620]));
     assert!(f.is_empty(), "{f:?}");
@@ -858,9 +872,12 @@ fn a_resend_long_after_the_duplicate_acks_is_a_timeout_and_so_is_backoff() {
     let f = run(&lines);
     assert_eq!(ids(&f), ["fast-retransmit", "rto-retransmission"], "{f:?}");
     assert_eq!(f[0].cost_ns, 11 * MS);
-    assert_eq!(f[1].details["retransmissions"], 2);
-    assert_eq!(f[1].details["max_backoff"], 1);
-    assert_eq!(f[1].details["waits_ms"], serde_json::json!([220.0, 440.0]));
+    assert_eq!(f[1].details.json()["retransmissions"], 2);
+    assert_eq!(f[1].details.json()["max_backoff"], 1);
+    assert_eq!(
+        f[1].details.json()["waits_ms"],
+        serde_json::json!([220.0, 440.0])
+    );
     assert_eq!(
         f[1].cost_ns,
         (682 - 22) * MS,
@@ -878,7 +895,7 @@ fn a_resend_of_data_the_receiver_had_is_spurious_not_loss() {
     ]));
     assert_eq!(ids(&f), ["spurious-retransmission"], "{f:?}");
     assert_eq!(f[0].cost_ns, 0);
-    assert_eq!(f[0].details["dsack"], 0);
+    assert_eq!(f[0].details.json()["dsack"], 0);
     // Resent before any ACK; the receiver's D-SACK (a first block below its cumulative ACK)
     // then says it got the data twice.
     let f = run(&with_hs(&[
@@ -888,7 +905,7 @@ fn a_resend_of_data_the_receiver_had_is_spurious_not_loss() {
         (240, C, ACK, 1001, 5101, 0, 1000, &[(5001, 5101)]),
     ]));
     assert_eq!(ids(&f), ["spurious-retransmission"], "{f:?}");
-    assert_eq!(f[0].details["dsack"], 1);
+    assert_eq!(f[0].details.json()["dsack"], 1);
     assert_eq!(f[0].frames, [4, 5]);
     // The same without the D-SACK: a timeout.
     let f = run(&with_hs(&[
@@ -989,12 +1006,14 @@ fn slow_start_restart_is_priced_in_time_against_the_window_reached() {
     let run = |l: &[Line]| drive_scaled(&[], Some(4), l).findings;
     let f = run(&two_responses(3_000, true));
     assert_eq!(ids(&f), ["slow-start-restart"], "{f:?}");
-    let d = &f[0].details;
-    assert_eq!(d["first_flight_bytes"], 10_000);
-    assert_eq!(d["window_before_bytes"], 160_000);
-    assert_eq!(d["burst_bytes"], 150_000);
-    assert_eq!(d["took_ms"], 150.0);
-    assert_eq!(d["would_take_ms"], 23.438);
+    let Details::SlowStartRestart(d) = &f[0].details else {
+        panic!("{f:?}")
+    };
+    assert_eq!(d.first_flight_bytes, 10_000);
+    assert_eq!(d.window_before_bytes, 160_000);
+    assert_eq!(d.burst_bytes, 150_000);
+    assert_eq!(d.took_ms, 150.0);
+    assert_eq!(d.would_take_ms, 23.438);
     assert_eq!(f[0].cost_ns, 126_562_500);
     // The same window kept across the gap (one flight of 150 segments): no restart (the
     // 50 ms path is named, path-latency).
@@ -1180,7 +1199,7 @@ fn refusals_cost_from_the_first_syn_to_the_last_reset() {
     ]);
     assert_eq!(ids(&f), ["syn-refused"], "{f:?}");
     assert_eq!(f[0].cost_ns, 1001 * MS);
-    assert_eq!(f[0].details["refusals"], 3);
+    assert_eq!(f[0].details.json()["refusals"], 3);
     assert_eq!(f[0].frames, [1, 2, 6]);
 }
 
@@ -1238,8 +1257,8 @@ fn a_reset_with_a_request_open_is_named_and_an_idle_one_is_not() {
     assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
     assert_eq!(f[0].cost_ns, 500 * MS);
     assert_eq!(f[0].frames, [4, 6]);
-    assert_eq!(f[0].details["reset_by"], "server");
-    assert_eq!(f[0].details["request_open"], true);
+    assert_eq!(f[0].details.json()["reset_by"], "server");
+    assert_eq!(f[0].details.json()["request_open"], true);
     // The same request answered and acknowledged, then the client resets the idle connection
     // (as browsers do after use): a close, not a finding.
     let f = run(&with_hs(&[
@@ -1278,7 +1297,7 @@ fn a_reset_after_unanswered_resends_counts_only_the_time_they_do_not() {
     ]));
     assert_eq!(ids(&f), ["connection-reset", "rto-retransmission"], "{f:?}");
     let rto = &f[1];
-    assert_eq!(rto.details["receiver_silent"], true);
+    assert_eq!(rto.details.json()["receiver_silent"], true);
     assert_eq!(rto.start_ns, 30 * MS);
     assert_eq!(rto.end_ns, 3030 * MS, "the finding runs to the last resend");
     let reset = &f[0];
@@ -1286,11 +1305,11 @@ fn a_reset_after_unanswered_resends_counts_only_the_time_they_do_not() {
     assert_eq!(rto.cost_ns, 3000 * MS);
     let counted = 3000 * MS;
     assert_eq!(
-        reset.details["counted_as_retransmission_ms"],
+        reset.details.json()["counted_as_retransmission_ms"],
         serde_json::json!(counted as f64 / 1e6)
     );
     assert_eq!(reset.cost_ns, 4980 * MS - counted);
-    assert_eq!(reset.details["gave_up_on_silent_peer"], true);
+    assert_eq!(reset.details.json()["gave_up_on_silent_peer"], true);
     assert!(reset
         .explanation
         .contains("giving up after its resends went unanswered"));
@@ -1337,8 +1356,8 @@ fn a_round_trip_growing_many_times_its_minimum_is_a_queue() {
     let f = drive_scaled(&[], Some(4), &l).findings;
     let q: Vec<&Finding> = f.iter().filter(|x| x.id == "queueing-delay").collect();
     assert_eq!(q.len(), 1, "{f:?}");
-    assert_eq!(q[0].details["rtt_min_ms"], 20.0);
-    assert_eq!(q[0].details["rtt_median_ms"], 60.0);
+    assert_eq!(q[0].details.json()["rtt_min_ms"], 20.0);
+    assert_eq!(q[0].details.json()["rtt_median_ms"], 60.0);
     assert_eq!(
         q[0].cost_ns,
         40 * MS,
@@ -1567,10 +1586,10 @@ fn syn_stale_state_on_a_stale_socket_the_lost_rst_left() {
     assert_eq!(stale.len(), 1, "{f:?}");
     let s = stale[0];
     assert_eq!(s.cost_ns, 20 * MS, "{s:?}");
-    assert_eq!(s.details["previous_connection"], 1);
-    assert_eq!(s.details["stale_ack_is_old_rcv_nxt"], true);
-    assert_eq!(s.details["syns_again"], 1);
-    assert_eq!(s.details["answered"], true);
+    assert_eq!(s.details.json()["previous_connection"], 1);
+    assert_eq!(s.details.json()["stale_ack_is_old_rcv_nxt"], true);
+    assert_eq!(s.details.json()["syns_again"], 1);
+    assert_eq!(s.details.json()["answered"], true);
     assert!(
         s.explanation
             .ends_with("opening took 30.0 ms instead of one round trip: 20.0 ms lost."),
@@ -1624,7 +1643,7 @@ fn fast_retransmits_of_data_sent_past_the_window_blame_the_window_not_the_path()
     let f = run(&lines);
     let fr: Vec<&Finding> = f.iter().filter(|f| f.id == "fast-retransmit").collect();
     assert_eq!(fr.len(), 1, "{f:?}");
-    assert_eq!(fr[0].details["beyond_window"], 1);
+    assert_eq!(fr[0].details.json()["beyond_window"], 1);
     assert!(
         fr[0]
             .fix
@@ -1635,7 +1654,7 @@ fn fast_retransmits_of_data_sent_past_the_window_blame_the_window_not_the_path()
     // The plain loss of a segment inside the window (lost_second_segment: 1000-byte window,
     // 500 bytes in flight) keeps the path's fix.
     let f = run(&lost_second_segment(3));
-    assert_eq!(f[0].details["beyond_window"], 0);
+    assert_eq!(f[0].details.json()["beyond_window"], 0);
     assert!(
         f[0].fix.starts_with("find the loss on the path"),
         "{}",
@@ -1662,7 +1681,7 @@ fn a_first_resend_long_after_the_original_is_the_senders_stall() {
     let rto: Vec<&Finding> = f.iter().filter(|f| f.id == "rto-retransmission").collect();
     assert_eq!(rto.len(), 1, "{f:?}");
     assert_eq!(rto[0].cost_ns, 22_000 * MS);
-    assert_eq!(rto[0].details["sender_stalled"], true);
+    assert_eq!(rto[0].details.json()["sender_stalled"], true);
     assert!(
         rto[0]
             .fix
@@ -1682,7 +1701,7 @@ fn a_first_resend_long_after_the_original_is_the_senders_stall() {
     let f = run(&timely);
     let rto: Vec<&Finding> = f.iter().filter(|f| f.id == "rto-retransmission").collect();
     assert_eq!(rto.len(), 1, "{f:?}");
-    assert_eq!(rto[0].details["sender_stalled"], false);
+    assert_eq!(rto[0].details.json()["sender_stalled"], false);
     assert!(
         rto[0].fix.starts_with("find the loss on the path"),
         "{}",
@@ -1790,7 +1809,7 @@ fn an_exchange_faster_than_the_syn_ack_bounds_the_round_trip() {
     ]);
     let p: Vec<&Finding> = f.iter().filter(|x| x.id == "path-latency").collect();
     assert_eq!(p.len(), 1, "{f:?}");
-    assert_eq!(p[0].details["rtt_ms"], 50.0);
+    assert_eq!(p[0].details.json()["rtt_ms"], 50.0);
     assert_eq!(p[0].cost_ns, 90 * MS);
     assert!(
         p[0].explanation.contains("the handshake took 230 ms"),

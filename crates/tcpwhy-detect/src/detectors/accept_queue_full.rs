@@ -29,7 +29,6 @@ use super::rto_retransmission::Timeouts;
 use super::side_name;
 use crate::finding::{ms, ms_f};
 use crate::{Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, Side};
 
 pub static INFO: Info = Info {
@@ -99,10 +98,20 @@ pub(super) fn report(
         );
     }
     f.fix = "the server application accepts too slowly for the connections coming in: accept() faster (more threads or an event loop), raise the listen() backlog and net.core.somaxconn, and watch nstat ListenOverflows/ListenDrops; not loss on the path".into();
-    f.details = json!({
-        "synack_resends": again.map_or(0, |a| a.1),
-        "client_resends": count,
-        "wait_ms": ms_f(cost),
-    });
+    f.details = AcceptQueueFullDetails {
+        client_resends: count,
+        synack_resends: again.map_or(0, |a| a.1),
+        wait_ms: ms_f(cost),
+    }
+    .into();
     out.push(f);
+}
+
+/// accept-queue-full: the server's SYN-ACKs sent again, the client's resends, the time lost.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AcceptQueueFullDetails {
+    pub client_resends: u32,
+    pub synack_resends: u32,
+    pub wait_ms: f64,
 }

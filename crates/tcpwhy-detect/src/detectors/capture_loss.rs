@@ -15,7 +15,6 @@
 //! captured".
 
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::Connection;
 
 pub static INFO: Info = Info {
@@ -44,7 +43,19 @@ impl Detector for CaptureLoss {
             "The capture missed data the peers acknowledged: {cl} bytes from the client and {sv} from the server; findings on this connection are less certain."
         );
         f.fix = "capture with a larger buffer (tcpdump -B), a snaplen of headers only (-s 96), on a less busy host, or filter to the traffic of interest".into();
-        f.details = json!({"client_bytes_missed": cl, "server_bytes_missed": sv});
+        f.details = CaptureLossDetails {
+            client_bytes_missed: cl,
+            server_bytes_missed: sv,
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// capture-loss: bytes each side sent that the peer acknowledged and the capture missed.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CaptureLossDetails {
+    pub client_bytes_missed: u64,
+    pub server_bytes_missed: u64,
 }

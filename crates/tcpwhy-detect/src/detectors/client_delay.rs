@@ -33,7 +33,6 @@
 use super::{rtt_ns, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -116,10 +115,20 @@ impl Detector for ClientDelay {
             rtt_ns(c).map_or("unknown".into(), ms)
         );
         f.fix = "the time is in the client application between connect() and its first write: profile it (or, for a connection pool, it is idle time, not latency)".into();
-        f.details = json!({"wait_ms": ms_f(f.cost_ns)});
+        f.details = ClientDelayDetails {
+            wait_ms: ms_f(f.cost_ns),
+        }
+        .into();
         if f.cost_ns >= AHEAD_OF_USE {
             f.confidence.lower(Level::Low, OPENED_AHEAD);
         }
         out.push(f);
     }
+}
+
+/// client-delay: the wait.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ClientDelayDetails {
+    pub wait_ms: f64,
 }

@@ -37,7 +37,6 @@
 use super::{side_name, ConnState, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -176,9 +175,8 @@ impl Detector for ConnectionReset {
         {
             let overlap = (g.end_ns.min(r.rst.ts_ns) - g.start_ns.max(f.start_ns)).max(0);
             counted += overlap.min(g.cost_ns);
-            gave_up |= g.id == "rto-retransmission"
-                && g.details["sender"] == r.by.name()
-                && g.details["receiver_silent"] == true;
+            gave_up |= matches!(&g.details, crate::Details::RtoRetransmission(d)
+                if d.sender == r.by.name() && d.receiver_silent);
         }
         let counted = counted.min(span);
         f.cost_ns = span - counted;
@@ -243,18 +241,35 @@ impl Detector for ConnectionReset {
             )
             .into()
         };
-        f.details = json!({
-            "reset_by": r.by.name(),
-            "resets": r.resets,
-            "request_open": r.request.is_some(),
-            "response_begun": r.request.map(|q| q.1),
-            "client_bytes_in_flight": r.in_flight[0],
-            "server_bytes_in_flight": r.in_flight[1],
-            "after_ms": ms_f(r.rst.ts_ns - c.first.ts_ns),
-            "outstanding_ms": ms_f(span),
-            "counted_as_retransmission_ms": ms_f(counted),
-            "gave_up_on_silent_peer": gave_up,
-        });
+        f.details = ConnectionResetDetails {
+            after_ms: ms_f(r.rst.ts_ns - c.first.ts_ns),
+            client_bytes_in_flight: r.in_flight[0],
+            counted_as_retransmission_ms: ms_f(counted),
+            gave_up_on_silent_peer: gave_up,
+            outstanding_ms: ms_f(span),
+            request_open: r.request.is_some(),
+            reset_by: r.by.name(),
+            resets: r.resets,
+            response_begun: r.request.map(|q| q.1),
+            server_bytes_in_flight: r.in_flight[1],
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// connection-reset: who reset, what was outstanding, and the time it cost.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ConnectionResetDetails {
+    pub after_ms: f64,
+    pub client_bytes_in_flight: u64,
+    pub counted_as_retransmission_ms: f64,
+    pub gave_up_on_silent_peer: bool,
+    pub outstanding_ms: f64,
+    pub request_open: bool,
+    pub reset_by: &'static str,
+    pub resets: u32,
+    pub response_begun: Option<bool>,
+    pub server_bytes_in_flight: u64,
 }

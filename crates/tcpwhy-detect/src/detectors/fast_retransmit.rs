@@ -19,7 +19,6 @@ use super::resend::{evidence, Retx};
 use super::side_name;
 use crate::finding::ms;
 use crate::{Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
@@ -101,11 +100,21 @@ impl FastRetransmits {
         } else {
             "find the loss on the path (interface drops, a policer, a congested queue)".into()
         };
-        f.details = json!({
-            "sender": side.name(),
-            "retransmissions": self.count,
-            "beyond_window": self.beyond_window,
-        });
+        f.details = FastRetransmitDetails {
+            beyond_window: self.beyond_window,
+            retransmissions: self.count,
+            sender: side.name(),
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// fast-retransmit: the sender, its resends, those first sent past the receiver's window.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FastRetransmitDetails {
+    pub beyond_window: u32,
+    pub retransmissions: u32,
+    pub sender: &'static str,
 }

@@ -14,6 +14,27 @@ pub(crate) use crate::slots::{Lazy, PerSide, Rare, Recycle, WHOLE};
 use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
 
+pub use accept_queue_full::AcceptQueueFullDetails;
+pub use capture_loss::CaptureLossDetails;
+pub use client_delay::ClientDelayDetails;
+pub use connection_reset::ConnectionResetDetails;
+pub use fast_retransmit::FastRetransmitDetails;
+pub use nagle_delayed_ack::NagleDelayedAckDetails;
+pub use path_latency::PathLatencyDetails;
+pub use queueing_delay::QueueingDelayDetails;
+pub use rto_retransmission::RtoRetransmissionDetails;
+pub use rwnd_limited::RwndLimitedDetails;
+pub use sender_limited::SenderLimitedDetails;
+pub use server_delay::ServerDelayDetails;
+pub use slow_start_restart::{RestartedBurst, SlowStartRestartDetails};
+pub use spurious_retransmission::SpuriousRetransmissionDetails;
+pub use syn_flood::{Answered, OtherTarget, SynFloodDetails};
+pub use syn_refused::SynRefusedDetails;
+pub use syn_scan::{OtherSource, SynScanDetails};
+pub use syn_stale_state::{PreviousClose, SynStaleStateDetails};
+pub use syn_unanswered::SynUnansweredDetails;
+pub use zero_window::ZeroWindowDetails;
+
 /// The shortest wait after which any TCP timer resends: Linux's tail loss probe waits at least
 /// TCP_TIMEOUT_MIN, 2 jiffies (2 ms at HZ=1000), beyond twice the smoothed round trip, and so
 /// does the SYN it sends again after resetting a stale ACK; every retransmission timeout is

@@ -19,7 +19,6 @@
 use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
@@ -152,14 +151,26 @@ impl Detector for NagleDelayedAck {
                 ms(st.total_ns)
             );
             f.fix = "set TCP_NODELAY on the sending socket, or write each message in one call (writev, MSG_MORE, TCP_CORK then uncork); on the receiver TCP_QUICKACK or `ip route ... quickack 1`".into();
-            f.details = json!({
-                "sender": side.name(),
-                "occurrences": st.count,
-                "ack_delay_median_ms": ms_f(median),
-                "ack_delays_ms": delays.iter().map(|d| ms_f(*d)).collect::<Vec<_>>(),
-                "rtt_ms": rtt_ns(c).map(ms_f),
-            });
+            f.details = NagleDelayedAckDetails {
+                ack_delay_median_ms: ms_f(median),
+                ack_delays_ms: delays.iter().map(|d| ms_f(*d)).collect::<Vec<_>>(),
+                occurrences: st.count,
+                rtt_ms: rtt_ns(c).map(ms_f),
+                sender: side.name(),
+            }
+            .into();
             out.push(f);
         }
     }
+}
+
+/// nagle-delayed-ack: the sender, the holds, the peer's ACK delays.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct NagleDelayedAckDetails {
+    pub ack_delay_median_ms: f64,
+    pub ack_delays_ms: Vec<f64>,
+    pub occurrences: u32,
+    pub rtt_ms: Option<f64>,
+    pub sender: &'static str,
 }

@@ -30,7 +30,6 @@
 use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -231,15 +230,16 @@ impl Detector for PathLatency {
             ms(f.cost_ns)
         );
         f.fix = "move the endpoints closer (a nearer server, a CDN, a regional replica), make fewer round trips (pipelining, batching, connection reuse, TLS 1.3 / 0-RTT), or find a queue inflating the RTT (compare the minimum RTT with the typical one)".into();
-        f.details = json!({
-            "rtt_ms": ms_f(rtt),
-            "exchanges": all_exchanges,
-            "exchange_ms": exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
-            "round_trips": rounds,
-            "unlisted_exchanges": rest.0,
-            "unlisted_ms": ms_f(rest.1),
-            "unlisted_cost_ms": ms_f(rest_cost),
-        });
+        f.details = PathLatencyDetails {
+            exchange_ms: exchanges.iter().map(|l| ms_f(*l)).collect::<Vec<_>>(),
+            exchanges: all_exchanges,
+            round_trips: rounds,
+            rtt_ms: ms_f(rtt),
+            unlisted_cost_ms: ms_f(rest_cost),
+            unlisted_exchanges: rest.0,
+            unlisted_ms: ms_f(rest.1),
+        }
+        .into();
         out.push(f);
     }
 }
@@ -257,4 +257,17 @@ fn round_trip(c: &Connection, handshake: Option<i64>, fastest_ns: i64) -> Option
         (Some(hs), Some(leg)) if hs == rtt && 2 * fastest_ns < leg => Some(rtt - leg + fastest_ns),
         _ => Some(rtt),
     }
+}
+
+/// path-latency: the round trip, the exchanges and their latencies in round trips.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PathLatencyDetails {
+    pub exchange_ms: Vec<f64>,
+    pub exchanges: usize,
+    pub round_trips: Vec<i64>,
+    pub rtt_ms: f64,
+    pub unlisted_cost_ms: f64,
+    pub unlisted_exchanges: u32,
+    pub unlisted_ms: f64,
 }

@@ -26,7 +26,6 @@
 use super::{server_delay, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::Connection;
 
 pub static INFO: Info = Info {
@@ -78,13 +77,25 @@ impl Detector for QueueingDelay {
             if exchanges == 1 { "" } else { "s" }
         );
         f.fix = "find the queue: a bottleneck link's oversized buffer (bufferbloat), often at the access link or a VPN; enable AQM there (fq_codel or cake: `tc qdisc replace dev IF root cake bandwidth RATE`), shape just below the link rate, or use a delay-based sender (BBR)".into();
-        f.details = json!({
-            "rtt_min_ms": ms_f(min),
-            "rtt_median_ms": ms_f(median),
-            "rtt_max_ms": ms_f(max),
-            "samples": n,
-            "exchanges": exchanges,
-        });
+        f.details = QueueingDelayDetails {
+            exchanges,
+            rtt_max_ms: ms_f(max),
+            rtt_median_ms: ms_f(median),
+            rtt_min_ms: ms_f(min),
+            samples: n,
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// queueing-delay: the round trip samples' spread.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct QueueingDelayDetails {
+    pub exchanges: u32,
+    pub rtt_max_ms: f64,
+    pub rtt_median_ms: f64,
+    pub rtt_min_ms: f64,
+    pub samples: u32,
 }

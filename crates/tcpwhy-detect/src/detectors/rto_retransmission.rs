@@ -26,7 +26,6 @@ use super::resend::{evidence, Retx};
 use super::side_name;
 use crate::finding::{ms, ms_f};
 use crate::{Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
@@ -145,18 +144,35 @@ impl Timeouts {
         } else {
             "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into()
         };
-        f.details = json!({
-            "sender": side.name(),
-            "retransmissions": st.count,
-            "tail": st.tail,
-            "max_backoff": st.max_backoff,
-            "lost_before_capture_point": st.upstream,
-            "inferred_from_probe_timing": st.by_timing,
-            "receiver_silent": silent,
-            "sender_stalled": stalled,
-            "waits_ms": waits,
-            "bytes_first_retransmissions": st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
-        });
+        f.details = RtoRetransmissionDetails {
+            bytes_first_retransmissions: st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
+            inferred_from_probe_timing: st.by_timing,
+            lost_before_capture_point: st.upstream,
+            max_backoff: st.max_backoff,
+            receiver_silent: silent,
+            retransmissions: st.count,
+            sender: side.name(),
+            sender_stalled: stalled,
+            tail: st.tail,
+            waits_ms: waits,
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// rto-retransmission: the sender, its timeouts and how long each waited.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RtoRetransmissionDetails {
+    pub bytes_first_retransmissions: u64,
+    pub inferred_from_probe_timing: u32,
+    pub lost_before_capture_point: u32,
+    pub max_backoff: u32,
+    pub receiver_silent: bool,
+    pub retransmissions: u32,
+    pub sender: &'static str,
+    pub sender_stalled: bool,
+    pub tail: u32,
+    pub waits_ms: Vec<f64>,
 }

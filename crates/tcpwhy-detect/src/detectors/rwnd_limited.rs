@@ -23,7 +23,6 @@ use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::model::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
 
@@ -211,13 +210,24 @@ impl Detector for RwndLimited {
                 rate
             );
             f.fix = "let the receiver's buffer grow (net.ipv4.tcp_rmem maximum, no fixed SO_RCVBUF in the receiving application, window scaling on) to at least the bandwidth-delay product".into();
-            f.details = json!({
-                "sender": side.name(),
-                "waits": waits,
-                "max_window_bytes": st.max_window[i],
-                "rtt_ms": ms_f(rtt),
-            });
+            f.details = RwndLimitedDetails {
+                max_window_bytes: st.max_window[i],
+                rtt_ms: ms_f(rtt),
+                sender: side.name(),
+                waits,
+            }
+            .into();
             out.push(f);
         }
     }
+}
+
+/// rwnd-limited: the sender held by the window, how often, the largest window.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RwndLimitedDetails {
+    pub max_window_bytes: u32,
+    pub rtt_ms: f64,
+    pub sender: &'static str,
+    pub waits: u32,
 }

@@ -48,7 +48,6 @@ use super::{rtt_ns, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::model::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
@@ -182,15 +181,28 @@ impl Detector for SenderLimited {
                 side.name()
             )
             .into();
-            f.details = json!({
-                "sender": side.name(),
-                "pauses": count,
-                "pause_ms": shown.iter().map(|p| ms_f(p.gap_ns)).collect::<Vec<_>>(),
-                "bytes_before": shown.iter().map(|p| p.run_bytes).collect::<Vec<_>>(),
-                "all_pauses": st.count,
-                "median_pause_ms": ms_f(i64::from(median_us) * 1000),
-            });
+            f.details = SenderLimitedDetails {
+                all_pauses: st.count,
+                bytes_before: shown.iter().map(|p| p.run_bytes).collect::<Vec<_>>(),
+                median_pause_ms: ms_f(i64::from(median_us) * 1000),
+                pause_ms: shown.iter().map(|p| ms_f(p.gap_ns)).collect::<Vec<_>>(),
+                pauses: count,
+                sender: side.name(),
+            }
+            .into();
             out.push(f);
         }
     }
+}
+
+/// sender-limited: the sender's pauses with the window open and data owed.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SenderLimitedDetails {
+    pub all_pauses: u32,
+    pub bytes_before: Vec<u64>,
+    pub median_pause_ms: f64,
+    pub pause_ms: Vec<f64>,
+    pub pauses: usize,
+    pub sender: &'static str,
 }

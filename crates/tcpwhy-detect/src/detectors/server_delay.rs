@@ -40,7 +40,6 @@
 use super::{rtt_ns, side_name, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -215,12 +214,23 @@ impl Detector for ServerDelay {
             ms(st.total_ns)
         );
         f.fix = "the time is spent in the server application (or what it waits for: a database, a lock, a full accept queue, a slow disk): profile it; the network is not the cause".into();
-        f.details = json!({
-            "slow_exchanges": st.count,
-            "exchanges": exchanges,
-            "server_time_ms": times.iter().map(|t| ms_f(*t)).collect::<Vec<_>>(),
-            "acked_before_answer": prompt_acks,
-        });
+        f.details = ServerDelayDetails {
+            acked_before_answer: prompt_acks,
+            exchanges,
+            server_time_ms: times.iter().map(|t| ms_f(*t)).collect::<Vec<_>>(),
+            slow_exchanges: st.count,
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// server-delay: the slow exchanges and the server's time in each.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ServerDelayDetails {
+    pub acked_before_answer: usize,
+    pub exchanges: u32,
+    pub server_time_ms: Vec<f64>,
+    pub slow_exchanges: u32,
 }

@@ -42,7 +42,6 @@
 use super::{rtt_ns, side_name, ConnState, Extras, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -448,29 +447,65 @@ impl Detector for SlowStartRestart {
                 ms(found.total_ns)
             );
             f.fix = "set net.ipv4.tcp_slow_start_after_idle=0 in the sending host's (or namespace's) sysctls, or keep the connection busy below the RTO, or use BBR on the sender".into();
-            f.details = json!({
-                "sender": side.name(),
-                "bursts": found.count,
-                "first_flight_bytes": first.first_flight,
-                "window_before_bytes": first.window_before,
-                "burst_bytes": first.bytes,
-                "took_ms": ms_f(first.took_ns),
-                "would_take_ms": ms_f(first.would_take_ns),
-                "idle_ms": ms_f(b.first.ts_ns - b.before_gap.ts_ns),
-                "rtt_ms": ms_f(rtt),
-                "restarts": found.shown.iter().map(|r| json!({
-                    "start_ns": r.burst.first.ts_ns,
-                    "end_ns": r.burst.last.ts_ns,
-                    "frame": r.burst.first.frame(),
-                    "idle_ms": ms_f(r.burst.first.ts_ns - r.burst.before_gap.ts_ns),
-                    "burst_bytes": r.bytes,
-                    "first_flight_bytes": r.first_flight,
-                    "window_before_bytes": r.window_before,
-                    "took_ms": ms_f(r.took_ns),
-                    "would_take_ms": ms_f(r.would_take_ns),
-                })).collect::<Vec<_>>(),
-            });
+            f.details = SlowStartRestartDetails {
+                burst_bytes: first.bytes,
+                bursts: found.count,
+                first_flight_bytes: first.first_flight,
+                idle_ms: ms_f(b.first.ts_ns - b.before_gap.ts_ns),
+                restarts: found
+                    .shown
+                    .iter()
+                    .map(|r| RestartedBurst {
+                        burst_bytes: r.bytes,
+                        end_ns: r.burst.last.ts_ns,
+                        first_flight_bytes: r.first_flight,
+                        frame: r.burst.first.frame(),
+                        idle_ms: ms_f(r.burst.first.ts_ns - r.burst.before_gap.ts_ns),
+                        start_ns: r.burst.first.ts_ns,
+                        took_ms: ms_f(r.took_ns),
+                        window_before_bytes: r.window_before,
+                        would_take_ms: ms_f(r.would_take_ns),
+                    })
+                    .collect::<Vec<_>>(),
+                rtt_ms: ms_f(rtt),
+                sender: side.name(),
+                took_ms: ms_f(first.took_ns),
+                window_before_bytes: first.window_before,
+                would_take_ms: ms_f(first.would_take_ns),
+            }
+            .into();
             out.push(f);
         }
     }
+}
+
+/// One burst after idle that restarted from the initial window.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RestartedBurst {
+    pub burst_bytes: u64,
+    pub end_ns: i64,
+    pub first_flight_bytes: u32,
+    pub frame: u64,
+    pub idle_ms: f64,
+    pub start_ns: i64,
+    pub took_ms: f64,
+    pub window_before_bytes: u32,
+    pub would_take_ms: f64,
+}
+
+/// slow-start-restart: the sender, its restarted bursts (the first one's numbers at the top).
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SlowStartRestartDetails {
+    pub burst_bytes: u64,
+    pub bursts: u32,
+    pub first_flight_bytes: u32,
+    pub idle_ms: f64,
+    pub restarts: Vec<RestartedBurst>,
+    pub rtt_ms: f64,
+    pub sender: &'static str,
+    pub took_ms: f64,
+    pub window_before_bytes: u32,
+    pub would_take_ms: f64,
 }

@@ -27,7 +27,6 @@ use super::resend::{evidence, Retx};
 use super::{rtt_ns, side_name};
 use crate::finding::{ms, ms_f};
 use crate::{Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{Connection, Side};
 
 pub static INFO: Info = Info {
@@ -98,15 +97,29 @@ impl Spurious {
             }
         );
         f.fix = "nothing was lost: if timers fire early, look for delay spikes on the path or a receiver whose delayed ACK outlasts the sender's RTO (TCP_QUICKACK, a larger rto_min on that route); if reordering, a path that reorders (link bonding, multipath) and keep RACK on (net.ipv4.tcp_recovery=1)".into();
-        f.details = json!({
-            "sender": side.name(),
-            "resends": self.count,
-            "dsack": self.dsack,
-            "after_duplicate_acks": self.fast,
-            "waits_ms": waits.iter().map(|w| ms_f(*w)).collect::<Vec<_>>(),
-            "rtt_ms": rtt.map(ms_f),
-            "cause": cause,
-        });
+        f.details = SpuriousRetransmissionDetails {
+            after_duplicate_acks: self.fast,
+            cause,
+            dsack: self.dsack,
+            resends: self.count,
+            rtt_ms: rtt.map(ms_f),
+            sender: side.name(),
+            waits_ms: waits.iter().map(|w| ms_f(*w)).collect::<Vec<_>>(),
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// spurious-retransmission: the sender, its needless resends and why they were sent.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SpuriousRetransmissionDetails {
+    pub after_duplicate_acks: u32,
+    pub cause: &'static str,
+    pub dsack: u32,
+    pub resends: u32,
+    pub rtt_ms: Option<f64>,
+    pub sender: &'static str,
+    pub waits_ms: Vec<f64>,
 }

@@ -40,7 +40,6 @@
 use crate::finding::{ms, ms_f};
 use crate::half_open::{HalfOpen, Sample, Tally};
 use crate::{Finding, Info};
-use serde_json::json;
 use std::cmp::Reverse;
 use std::net::IpAddr;
 
@@ -96,8 +95,13 @@ pub(crate) fn per_s(n: u32, span_ns: i64) -> f64 {
     f64::from(n) / (span_ns.max(1_000_000_000) as f64 / 1e9)
 }
 
-pub(crate) fn answered_json(t: &Tally) -> serde_json::Value {
-    json!({"syn_ack": t.syn_ack, "rst": t.rst, "other": t.other, "none": t.none})
+pub(crate) fn answered(t: &Tally) -> Answered {
+    Answered {
+        none: t.none,
+        other: t.other,
+        rst: t.rst,
+        syn_ack: t.syn_ack,
+    }
 }
 
 /// `addr:port`, IPv6 in brackets.
@@ -170,23 +174,66 @@ pub(crate) fn finding(h: &HalfOpen) -> Option<Finding> {
         t.crafted,
     );
     f.fix = "if it is an attack: keep SYN cookies on (net.ipv4.tcp_syncookies=1, the default) and the SYN backlog large (net.ipv4.tcp_max_syn_backlog, the listen() backlog, net.core.somaxconn), and filter or rate-limit upstream (spoofed sources cannot be blocked one by one); if it is a load test, nothing to fix. Look at the real clients' connections for what it cost them".into();
-    f.details = json!({
-        "target": target,
-        "attempts": t.attempts,
-        "crafted": t.crafted,
-        "retried": t.retried,
-        "answered": answered_json(t),
-        "sources": sources,
-        "sources_estimated": estimated,
-        "duration_ms": ms_f(span),
-        "per_second": (per_s(t.attempts, span) * 10.0).round() / 10.0,
-        "crafted_per_second": (t.crafted_per_s() * 10.0).round() / 10.0,
-        "other_targets": flooded.iter().skip(1).take(OTHERS).map(|((a, p), o, _)| json!({
-            "target": service(*a, *p),
-            "attempts": o.attempts,
-            "crafted": o.crafted,
-        })).collect::<Vec<_>>(),
-        "capture_attempts": h.attempts(),
-    });
+    f.details = SynFloodDetails {
+        answered: answered(t),
+        attempts: t.attempts,
+        capture_attempts: h.attempts(),
+        crafted: t.crafted,
+        crafted_per_second: (t.crafted_per_s() * 10.0).round() / 10.0,
+        duration_ms: ms_f(span),
+        other_targets: flooded
+            .iter()
+            .skip(1)
+            .take(OTHERS)
+            .map(|((a, p), o, _)| OtherTarget {
+                attempts: o.attempts,
+                crafted: o.crafted,
+                target: service(*a, *p),
+            })
+            .collect::<Vec<_>>(),
+        per_second: (per_s(t.attempts, span) * 10.0).round() / 10.0,
+        retried: t.retried,
+        sources,
+        sources_estimated: estimated,
+        target,
+    }
+    .into();
     Some(f)
+}
+
+/// How the attempts were answered.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Answered {
+    pub none: u32,
+    pub other: u32,
+    pub rst: u32,
+    pub syn_ack: u32,
+}
+
+/// Another target flooded.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OtherTarget {
+    pub attempts: u32,
+    pub crafted: u32,
+    pub target: String,
+}
+
+/// syn-flood: the target, the attempts and how they were answered, the other targets.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SynFloodDetails {
+    pub answered: Answered,
+    pub attempts: u32,
+    pub capture_attempts: u64,
+    pub crafted: u32,
+    pub crafted_per_second: f64,
+    pub duration_ms: f64,
+    pub other_targets: Vec<OtherTarget>,
+    pub per_second: f64,
+    pub retried: u32,
+    pub sources: u64,
+    pub sources_estimated: bool,
+    pub target: String,
 }

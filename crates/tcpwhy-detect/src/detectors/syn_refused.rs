@@ -16,7 +16,6 @@
 use super::{side_name, ConnState, WHOLE};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -98,7 +97,10 @@ impl Detector for SynRefused {
             )
         };
         f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
-        f.details = json!({"refusals": st.refusals});
+        f.details = SynRefusedDetails {
+            refusals: st.refusals,
+        }
+        .into();
         out.push(f);
     }
 }
@@ -110,4 +112,11 @@ fn capitalized(s: String) -> String {
         Some(first) => first.to_uppercase().chain(chars).collect(),
         None => s,
     }
+}
+
+/// syn-refused: how many SYNs were refused.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SynRefusedDetails {
+    pub refusals: u32,
 }

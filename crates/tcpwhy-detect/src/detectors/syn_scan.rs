@@ -29,11 +29,10 @@
 //! **References.** nmap's SYN scan (-sS); RFC 9293 section 3.10.7.1 (a reset answers a SYN to
 //! a closed port).
 
-use super::syn_flood::{answered_json, per_s, service, MIN_CRAFTED, MIN_PER_S};
+use super::syn_flood::{answered, per_s, service, MIN_CRAFTED, MIN_PER_S};
 use crate::finding::{ms, ms_f};
 use crate::half_open::HalfOpen;
 use crate::{Finding, Info};
-use serde_json::json;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -178,28 +177,66 @@ pub(crate) fn finding(h: &HalfOpen) -> Option<Finding> {
         answers.join("; "),
     );
     f.fix = "if the scan is not yours: find who runs it from its source address, and close or filter the open ports that need not be reachable from there; if it is yours, nothing to fix".into();
-    f.details = json!({
-        "source": src.to_string(),
-        "attempts": t.attempts,
-        "crafted": t.crafted,
-        "answered": answered_json(t),
-        "targets": p.targets.len(),
-        "hosts": hosts.len(),
-        "ports": ports.len(),
-        "open": listed(&open, one_host),
-        "open_count": open.len(),
-        "closed": listed(&closed, one_host),
-        "closed_count": closed.len(),
-        "silent_count": silent,
-        "duration_ms": ms_f(span),
-        "per_second": (per_s(t.attempts, span) * 10.0).round() / 10.0,
-        "crafted_per_second": (t.crafted_per_s() * 10.0).round() / 10.0,
-        "other_sources": scanners.iter().skip(1).take(OTHERS).map(|(s, q, o)| json!({
-            "source": s.to_string(),
-            "attempts": o.attempts,
-            "targets": q.targets.len(),
-        })).collect::<Vec<_>>(),
-        "capture_attempts": h.attempts(),
-    });
+    f.details = SynScanDetails {
+        answered: answered(t),
+        attempts: t.attempts,
+        capture_attempts: h.attempts(),
+        closed: listed(&closed, one_host),
+        closed_count: closed.len(),
+        crafted: t.crafted,
+        crafted_per_second: (t.crafted_per_s() * 10.0).round() / 10.0,
+        duration_ms: ms_f(span),
+        hosts: hosts.len(),
+        open: listed(&open, one_host),
+        open_count: open.len(),
+        other_sources: scanners
+            .iter()
+            .skip(1)
+            .take(OTHERS)
+            .map(|(s, q, o)| OtherSource {
+                attempts: o.attempts,
+                source: s.to_string(),
+                targets: q.targets.len(),
+            })
+            .collect::<Vec<_>>(),
+        per_second: (per_s(t.attempts, span) * 10.0).round() / 10.0,
+        ports: ports.len(),
+        silent_count: silent,
+        source: src.to_string(),
+        targets: p.targets.len(),
+    }
+    .into();
     Some(f)
+}
+
+/// Another source that scanned.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OtherSource {
+    pub attempts: u32,
+    pub source: String,
+    pub targets: usize,
+}
+
+/// syn-scan: the source, its targets, which answered.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SynScanDetails {
+    pub answered: super::syn_flood::Answered,
+    pub attempts: u32,
+    pub capture_attempts: u64,
+    pub closed: Vec<String>,
+    pub closed_count: usize,
+    pub crafted: u32,
+    pub crafted_per_second: f64,
+    pub duration_ms: f64,
+    pub hosts: usize,
+    pub open: Vec<String>,
+    pub open_count: usize,
+    pub other_sources: Vec<OtherSource>,
+    pub per_second: f64,
+    pub ports: usize,
+    pub silent_count: usize,
+    pub source: String,
+    pub targets: usize,
 }

@@ -25,7 +25,6 @@
 use super::{ConnState, MS, WHOLE};
 use crate::finding::ms;
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Close, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -217,19 +216,48 @@ impl Detector for SynStaleState {
             c.client.port,
         );
         f.fix = fix.into();
-        f.details = json!({
-            "peer_state": peer_state,
-            "previous_connection": prev.map(|p| p.id),
-            "previous_close": prev.map(|p| json!({"kind": p.close.kind(), "by": p.close.by().map(|s| s.name())})),
-            "since_previous_ms": prev.map(|p| crate::finding::ms_f(first.ts_ns - p.last_ts)),
-            "isn_below_old_rcv_nxt": isn_below,
-            "stale_ack_is_old_rcv_nxt": old_ack_matches,
-            "timestamps": prev.map(|p| p.timestamps),
-            "retry_gap_ms": retry_gap.map(crate::finding::ms_f),
-            "syns_again": st.retries,
-            "retry_stack": retry_stack,
-            "answered": c.handshake.syn_ack.is_some(),
-        });
+        f.details = SynStaleStateDetails {
+            answered: c.handshake.syn_ack.is_some(),
+            isn_below_old_rcv_nxt: isn_below,
+            peer_state,
+            previous_close: prev.map(|p| PreviousClose {
+                by: p.close.by().map(|s| s.name()),
+                kind: p.close.kind(),
+            }),
+            previous_connection: prev.map(|p| p.id),
+            retry_gap_ms: retry_gap.map(crate::finding::ms_f),
+            retry_stack,
+            since_previous_ms: prev.map(|p| crate::finding::ms_f(first.ts_ns - p.last_ts)),
+            stale_ack_is_old_rcv_nxt: old_ack_matches,
+            syns_again: st.retries,
+            timestamps: prev.map(|p| p.timestamps),
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// How the connection before it on the 4-tuple closed.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PreviousClose {
+    pub by: Option<&'static str>,
+    pub kind: &'static str,
+}
+
+/// syn-stale-state: what the stale answer was and the connection it was left from.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SynStaleStateDetails {
+    pub answered: bool,
+    pub isn_below_old_rcv_nxt: Option<bool>,
+    pub peer_state: &'static str,
+    pub previous_close: Option<PreviousClose>,
+    pub previous_connection: Option<u64>,
+    pub retry_gap_ms: Option<f64>,
+    pub retry_stack: Option<&'static str>,
+    pub since_previous_ms: Option<f64>,
+    pub stale_ack_is_old_rcv_nxt: Option<bool>,
+    pub syns_again: u32,
+    pub timestamps: Option<bool>,
 }

@@ -26,7 +26,6 @@
 use super::{ConnState, TIMER_MIN_NS, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -181,14 +180,27 @@ impl Detector for SynUnanswered {
             }
         );
         f.fix = "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into();
-        f.details = json!({
-            "syns": syns.len(),
-            "gaps_ms": gaps,
-            "ladder": shape,
-            "stacks": stacks,
-            "client_stack": stack_of(stacks),
-            "answered": answer.is_some(),
-        });
+        f.details = SynUnansweredDetails {
+            answered: answer.is_some(),
+            client_stack: stack_of(stacks),
+            gaps_ms: gaps,
+            ladder: shape,
+            stacks,
+            syns: syns.len(),
+        }
+        .into();
         out.push(f);
     }
+}
+
+/// syn-unanswered: the SYNs, their retry ladder and the stacks known to send it.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SynUnansweredDetails {
+    pub answered: bool,
+    pub client_stack: &'static str,
+    pub gaps_ms: Vec<f64>,
+    pub ladder: &'static str,
+    pub stacks: &'static [&'static str],
+    pub syns: usize,
 }

@@ -17,7 +17,6 @@
 use super::{side_name, ConnState};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
-use serde_json::json;
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
@@ -94,13 +93,24 @@ impl Detector for ZeroWindow {
                 if open.is_some() { ", the last stall never recovered in the capture" } else { "" }
             );
             f.fix = "make the receiving application read faster (or larger receive buffers if it reads in bursts)".into();
-            f.details = json!({
-                "receiver": side.name(),
-                "stalls": st.stalls,
-                "recovered": open.is_none(),
-                "stall_ms_total": ms_f(st.total_ns),
-            });
+            f.details = ZeroWindowDetails {
+                receiver: side.name(),
+                recovered: open.is_none(),
+                stall_ms_total: ms_f(st.total_ns),
+                stalls: st.stalls,
+            }
+            .into();
             out.push(f);
         }
     }
+}
+
+/// zero-window: the receiver, its zero windows and whether it opened again.
+/// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ZeroWindowDetails {
+    pub receiver: &'static str,
+    pub recovered: bool,
+    pub stall_ms_total: f64,
+    pub stalls: u32,
 }

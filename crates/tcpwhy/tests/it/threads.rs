@@ -25,7 +25,7 @@ fn frame(
     f[12] = 8;
     f[14] = 0x45;
     f[16..18].copy_from_slice(&(40 + len).to_be_bytes());
-    f[18..20].copy_from_slice(&(seq as u16 ^ ack as u16).to_be_bytes()); // an IP ID that changes
+    // The IP ID is set by `write_pcap`, in capture order.
     f[22] = 64;
     f[23] = 6;
     f[26..30].copy_from_slice(&src);
@@ -107,14 +107,19 @@ fn build(path: &Path) -> usize {
 }
 
 /// A pcap of `pkts` (time in microseconds, frame): headers only were captured, the frame on
-/// the wire carried the payload too.
+/// the wire carried the payload too. Each frame gets the next IPv4 ID in capture order, as
+/// from one host-wide counter (Windows-like): a segment sent again carries an ID of its own,
+/// as every real stack's does (an ID repeated on the segment sent just before is a copy).
 fn write_pcap(path: &Path, pkts: &[(u64, Vec<u8>)]) {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     w.write_all(&0xa1b2c3d4u32.to_le_bytes()).unwrap();
     w.write_all(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
     w.write_all(&65535u32.to_le_bytes()).unwrap();
     w.write_all(&1u32.to_le_bytes()).unwrap();
-    for (ts, f) in pkts {
+    for (i, (ts, f)) in pkts.iter().enumerate() {
+        let mut f = f.clone();
+        f[18..20].copy_from_slice(&(i as u16).wrapping_add(1).to_be_bytes());
+        let f = &f;
         let wire = 14 + u32::from(u16::from_be_bytes([f[16], f[17]]));
         w.write_all(&((ts / 1_000_000) as u32).to_le_bytes())
             .unwrap();

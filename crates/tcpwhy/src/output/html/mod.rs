@@ -526,7 +526,7 @@ impl HtmlPrinter {
                         time_sequence(h, f, w, &pts);
                     }
                 }
-                if !f.details.is_null() {
+                if f.details != tcpwhy_detect::Details::None {
                     let pretty =
                         serde_json::to_string_pretty(&f.details).unwrap_or_else(|_| "{}".into());
                     let _ = write!(

@@ -16,43 +16,29 @@ pub(super) const MAX_PANELS: usize = 4;
 
 impl Windows {
     pub(super) fn of(f: &Finding) -> Windows {
-        let rtt = f
-            .details
-            .get("rtt_ms")
-            .and_then(|v| v.as_f64())
-            .map_or(0, |ms| (ms * 1e6) as i64);
+        let rtt = f.details.rtt_ms().map_or(0, |ms| (ms * 1e6) as i64);
         let mut ranges = Vec::new();
         if f.id == "slow-start-restart" && rtt > 0 {
             // Each restarted burst, with the end of the idle gap before it: the burst shaded,
             // labelled with what it took against what it would have taken, its first segment
             // marked.
-            let restarts = f.details.get("restarts").and_then(|v| v.as_array());
-            let n = restarts.map_or(0, |r| r.len());
-            for (i, r) in restarts.into_iter().flatten().take(MAX_PANELS).enumerate() {
-                let num = |k: &str| r.get(k).and_then(|v| v.as_f64());
-                let (Some(start), Some(end)) = (
-                    r.get("start_ns").and_then(|v| v.as_i64()),
-                    r.get("end_ns").and_then(|v| v.as_i64()),
-                ) else {
-                    continue;
-                };
-                let label = match (num("burst_bytes"), num("took_ms"), num("would_take_ms")) {
-                    (Some(bytes), Some(took), Some(would)) => Some(format!(
-                        "burst {} of {n}: {} in {} (at the window before the idle gap: {})",
-                        i + 1,
-                        fmt_bytes(bytes as u64),
-                        fmt_ms((took * 1e6) as i64),
-                        fmt_ms((would * 1e6) as i64)
-                    )),
-                    _ => None,
-                };
+            let restarts = f.details.restarts();
+            let n = restarts.len();
+            for (i, r) in restarts.iter().take(MAX_PANELS).enumerate() {
+                let label = format!(
+                    "burst {} of {n}: {} in {} (at the window before the idle gap: {})",
+                    i + 1,
+                    fmt_bytes(r.burst_bytes),
+                    fmt_ms((r.took_ms * 1e6) as i64),
+                    fmt_ms((r.would_take_ms * 1e6) as i64)
+                );
                 ranges.push(Window {
-                    from_ns: start - 2 * rtt,
-                    to_ns: end + 2 * rtt,
-                    idle_ms: num("idle_ms"),
-                    shade: (start, end),
-                    label,
-                    mark: r.get("frame").and_then(|v| v.as_u64()),
+                    from_ns: r.start_ns - 2 * rtt,
+                    to_ns: r.end_ns + 2 * rtt,
+                    idle_ms: Some(r.idle_ms),
+                    shade: (r.start_ns, r.end_ns),
+                    label: Some(label),
+                    mark: Some(r.frame),
                 });
             }
         }

@@ -167,10 +167,7 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
             .map(|p| u64::from(p.len))
             .sum()
     };
-    let client_sends = match (
-        f.details.get("sender").and_then(|v| v.as_str()),
-        f.details.get("receiver").and_then(|v| v.as_str()),
-    ) {
+    let client_sends = match (f.details.sender(), f.details.receiver()) {
         (Some("client"), _) | (_, Some("server")) => true,
         (Some("server"), _) | (_, Some("client")) => false,
         _ => bytes(true) > bytes(false),
@@ -369,12 +366,7 @@ pub(super) fn time_sequence(h: &mut String, f: &Finding, w: &Window, pts: &[Pt])
         );
     }
     // Flights: data sent back to back, separated by gaps of a third of a round trip or more.
-    let rtt_ns = f
-        .details
-        .get("rtt_ms")
-        .and_then(|v| v.as_f64())
-        .map(|ms| (ms * 1e6) as i64)
-        .unwrap_or(0);
+    let rtt_ns = f.details.rtt_ms().map_or(0, |ms| (ms * 1e6) as i64);
     let gap = (rtt_ns / 3).max(1_000_000);
     let mut flights: Vec<(i64, i64, f64, u32)> = Vec::new();
     for p in data.iter().filter(|p| !p.retx) {
