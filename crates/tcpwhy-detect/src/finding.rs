@@ -163,26 +163,27 @@ macro_rules! details {
 use crate::detectors as d;
 
 details! {
-    AcceptQueueFull(d::AcceptQueueFullDetails),
-    CaptureLoss(d::CaptureLossDetails),
-    ClientDelay(d::ClientDelayDetails),
-    ConnectionReset(d::ConnectionResetDetails),
-    FastRetransmit(d::FastRetransmitDetails),
-    NagleDelayedAck(d::NagleDelayedAckDetails),
-    PathLatency(d::PathLatencyDetails),
-    QueueingDelay(d::QueueingDelayDetails),
-    RtoRetransmission(d::RtoRetransmissionDetails),
-    RwndLimited(d::RwndLimitedDetails),
-    SenderLimited(d::SenderLimitedDetails),
-    ServerDelay(d::ServerDelayDetails),
-    SlowStartRestart(d::SlowStartRestartDetails),
-    SpuriousRetransmission(d::SpuriousRetransmissionDetails),
-    SynFlood(d::SynFloodDetails),
-    SynRefused(d::SynRefusedDetails),
-    SynScan(d::SynScanDetails),
-    SynStaleState(d::SynStaleStateDetails),
-    SynUnanswered(d::SynUnansweredDetails),
-    ZeroWindow(d::ZeroWindowDetails),
+    AcceptQueueFull(d::accept_queue_full::AcceptQueueFullDetails),
+    CaptureLoss(d::capture_loss::CaptureLossDetails),
+    ClientDelay(d::client_delay::ClientDelayDetails),
+    ConnectionReset(d::connection_reset::ConnectionResetDetails),
+    FastRetransmit(d::fast_retransmit::FastRetransmitDetails),
+    NagleDelayedAck(d::nagle_delayed_ack::NagleDelayedAckDetails),
+    PathLatency(d::path_latency::PathLatencyDetails),
+    QueueingDelay(d::queueing_delay::QueueingDelayDetails),
+    RtoRetransmission(d::rto_retransmission::RtoRetransmissionDetails),
+    RwndLimited(d::rwnd_limited::RwndLimitedDetails),
+    SenderLimited(d::sender_limited::SenderLimitedDetails),
+    ServerDelay(d::server_delay::ServerDelayDetails),
+    SlowStartRestart(d::slow_start_restart::SlowStartRestartDetails),
+    SpuriousRetransmission(d::spurious_retransmission::SpuriousRetransmissionDetails),
+    SynFlood(d::syn_flood::SynFloodDetails),
+    SynRefused(d::syn_refused::SynRefusedDetails),
+    SynScan(d::syn_scan::SynScanDetails),
+    SynStaleState(d::syn_stale_state::SynStaleStateDetails),
+    SynUnanswered(d::syn_unanswered::SynUnansweredDetails),
+    TfoFallback(d::tfo_fallback::TfoFallbackDetails),
+    ZeroWindow(d::zero_window::ZeroWindowDetails),
 }
 
 impl Details {
@@ -222,7 +223,7 @@ impl Details {
     }
 
     /// Every restarted burst of a `slow-start-restart` finding; none for the others.
-    pub fn restarts(&self) -> &[d::RestartedBurst] {
+    pub fn restarts(&self) -> &[d::slow_start_restart::RestartedBurst] {
         match self {
             Details::SlowStartRestart(d) => &d.restarts,
             _ => &[],

@@ -60,7 +60,12 @@ impl Syn {
     pub fn of(seg: &TcpSegment, at: At, frame_len: u32) -> Option<Syn> {
         let f = seg.flags;
         let plain = f.syn() && !f.ack() && !f.rst() && !f.fin();
-        if !plain || seg.payload_len != 0 || seg.options.sack_count != 0 || seg.first_fragment {
+        if !plain
+            || seg.payload_len != 0
+            || seg.options.sack_count != 0
+            || seg.options.tfo_cookie
+            || seg.first_fragment
+        {
             return None;
         }
         let o = &seg.options;
@@ -106,6 +111,7 @@ impl Syn {
                 sack_count: 0,
                 sack_first: (Seq(0), Seq(0)),
                 mptcp: false,
+                tfo_cookie: false,
             },
             ip_id: self.ip_id,
             first_fragment: false,

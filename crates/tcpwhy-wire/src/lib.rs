@@ -78,6 +78,7 @@ impl TcpSegment {
             sack_count: 0,
             sack_first: (Seq(0), Seq(0)),
             mptcp: false,
+            tfo_cookie: false,
         },
         ip_id: 0,
         first_fragment: false,

@@ -25,6 +25,9 @@ mod kind {
     pub const SACK: u8 = 5; // RFC 2018
     pub const TIMESTAMP: u8 = 8; // RFC 7323 section 3
     pub const MPTCP: u8 = 30; // RFC 8684 section 3
+    pub const FAST_OPEN: u8 = 34; // RFC 7413 section 4.1.1
+    /// The experimental kind Fast Open used before 34 was assigned (RFC 6994: magic 0xF989).
+    pub const EXPERIMENTAL: u8 = 254;
 }
 
 /// At most four SACK blocks fit in 40 bytes of options (RFC 2018 section 3).
@@ -105,6 +108,9 @@ pub struct TcpOptions {
     /// A Multipath TCP option (any subtype) is present: on a SYN-ACK, or on a segment after
     /// the handshake (DSS), the connection is one subflow of an MPTCP connection.
     pub mptcp: bool,
+    /// A TCP Fast Open option carrying a cookie (RFC 7413; kind 34, or the experimental kind
+    /// 254 with magic 0xF989): a SYN with it asks the server to take the SYN's data.
+    pub tfo_cookie: bool,
 }
 
 #[inline]
@@ -189,6 +195,8 @@ pub(crate) fn parse_options_into(mut b: &[u8], o: &mut TcpOptions) {
             (kind::SACK_PERMITTED, 0) => o.sack_permitted = true,
             (kind::TIMESTAMP, 8) => o.timestamp = Some((be32(body, 0), be32(body, 4))),
             (kind::MPTCP, _) => o.mptcp = true,
+            (kind::FAST_OPEN, n) if n > 0 => o.tfo_cookie = true,
+            (kind::EXPERIMENTAL, n) if n > 2 && body[..2] == [0xF9, 0x89] => o.tfo_cookie = true,
             (kind::SACK, n) if n % 8 == 0 => {
                 o.sack_count = (n / 8).min(MAX_SACK_BLOCKS) as u8;
                 if n >= 8 {

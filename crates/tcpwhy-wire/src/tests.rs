@@ -538,3 +538,23 @@ fn a_multipath_tcp_option_is_seen_whatever_its_subtype() {
     // Without it: false.
     assert!(!tcp::parse_options(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).mptcp);
 }
+
+#[test]
+fn a_fast_open_cookie_is_seen_in_either_kind() {
+    // tfo.pcap frame 27's options as captured (Linux 6.18): MSS, SACK-permitted, timestamps,
+    // NOP, window scale, Fast Open (kind 34, length 10: an 8-byte cookie), NOP NOP.
+    let mut syn = vec![
+        2, 4, 0xff, 0xd7, 4, 2, 8, 10, 0x80, 0x95, 0xe3, 0xa7, 0, 0, 0, 0,
+    ];
+    syn.extend_from_slice(&[1, 3, 3, 10, 34, 10, 0x7f, 0x1c, 0xc6, 0x21, 0x5d, 0x65]);
+    syn.extend_from_slice(&[0xb7, 0x98, 1, 1]);
+    let o = tcp::parse_options(&syn);
+    assert!(o.tfo_cookie && o.mss == Some(0xffd7) && o.window_scale == Some(10));
+    assert_eq!(o.timestamp, Some((0x8095_e3a7, 0)));
+    // A cookie request (kind 34, length 2: no cookie) is not a cookie.
+    assert!(!tcp::parse_options(&[34, 2, 1, 1]).tfo_cookie);
+    // The experimental kind 254 with Fast Open's magic 0xF989 and a 4-byte cookie (RFC 7413
+    // section 4.1.1 and RFC 6994), and the same kind with another magic: not Fast Open.
+    assert!(tcp::parse_options(&[254, 8, 0xf9, 0x89, 1, 2, 3, 4]).tfo_cookie);
+    assert!(!tcp::parse_options(&[254, 8, 0x12, 0x34, 1, 2, 3, 4]).tfo_cookie);
+}

@@ -1,10 +1,18 @@
 //! The registry: every detector, one file each.
+//!
+//! Adding a detector (`tfo_fallback.rs` is a small one): a file here that opens with its
+//! documentation (what `tcpwhy explain` prints) and holds its `Info`, its type implementing
+//! [`Detector`], and its details type; a line in `registry!` below; a line in `details!`
+//! (finding.rs) naming its details type. A detector whose state only a few connections need
+//! keeps it itself (`tfo_fallback`: a map by connection id); one that every connection
+//! needs on every packet keeps it in [`ConnState`] (a `Lazy` field and its `Bit`, or a `Rare`
+//! part of `Extra`), beside the others, so that a packet touches one place in memory.
 
-mod accept_queue_full;
-mod fast_retransmit;
+pub(crate) mod accept_queue_full;
+pub(crate) mod fast_retransmit;
 mod resend;
-mod rto_retransmission;
-mod spurious_retransmission;
+pub(crate) mod rto_retransmission;
+pub(crate) mod spurious_retransmission;
 pub(crate) mod syn_flood;
 pub(crate) mod syn_scan;
 
@@ -13,27 +21,6 @@ use crate::slots::Part;
 pub(crate) use crate::slots::{Lazy, PerSide, Rare, Recycle, WHOLE};
 use crate::{Detector, Info};
 use tcpwhy_track::{At, Connection, Side};
-
-pub use accept_queue_full::AcceptQueueFullDetails;
-pub use capture_loss::CaptureLossDetails;
-pub use client_delay::ClientDelayDetails;
-pub use connection_reset::ConnectionResetDetails;
-pub use fast_retransmit::FastRetransmitDetails;
-pub use nagle_delayed_ack::NagleDelayedAckDetails;
-pub use path_latency::PathLatencyDetails;
-pub use queueing_delay::QueueingDelayDetails;
-pub use rto_retransmission::RtoRetransmissionDetails;
-pub use rwnd_limited::RwndLimitedDetails;
-pub use sender_limited::SenderLimitedDetails;
-pub use server_delay::ServerDelayDetails;
-pub use slow_start_restart::{RestartedBurst, SlowStartRestartDetails};
-pub use spurious_retransmission::SpuriousRetransmissionDetails;
-pub use syn_flood::{Answered, OtherTarget, SynFloodDetails};
-pub use syn_refused::SynRefusedDetails;
-pub use syn_scan::{OtherSource, SynScanDetails};
-pub use syn_stale_state::{PreviousClose, SynStaleStateDetails};
-pub use syn_unanswered::SynUnansweredDetails;
-pub use zero_window::ZeroWindowDetails;
 
 /// The shortest wait after which any TCP timer resends: Linux's tail loss probe waits at least
 /// TCP_TIMEOUT_MIN, 2 jiffies (2 ms at HZ=1000), beyond twice the smoothed round trip, and so
@@ -53,7 +40,7 @@ pub static CAPTURE_WIDE: [&Info; 2] = [&syn_flood::INFO, &syn_scan::INFO];
 /// spurious retransmissions and the accept queue's drops, all read from the same resends).
 macro_rules! registry {
     ($($m:ident: $t:ident),* $(,)?) => {
-        $(mod $m;)*
+        $(pub(crate) mod $m;)*
 
         /// One of each detector, in registry order.
         pub fn all() -> Vec<Box<dyn Detector>> {
@@ -139,6 +126,7 @@ registry! {
     connection_reset: ConnectionReset,
     queueing_delay: QueueingDelay,
     capture_loss: CaptureLoss,
+    tfo_fallback: TfoFallback,
 }
 
 /// Tell `d` which of its ids `disabled` turns off; whether any of them is left on.
@@ -326,6 +314,10 @@ const _: () = assert!((Bit::Count as u32) < 31, "bit 31 is FIRST_SYN_IS_FIRST");
 /// holding a sender of this connection; queueing-delay, finishing after it, then leaves the
 /// inflated round trip to the receiver (its slow ACKs are not a queue).
 pub(crate) const RECEIVER_HELD: u8 = 0x80;
+
+/// `ConnState::exchange_has` bit: the client's SYN carried data that the SYN-ACK did not take
+/// (a Fast Open fallback); path-latency begins the request where it goes again.
+pub(crate) const SYN_DATA_AGAIN: u8 = 0x40;
 
 /// `ConnState::used` bit: the client's first SYN is the connection's first packet
 /// (`ConnState::first_syn`).

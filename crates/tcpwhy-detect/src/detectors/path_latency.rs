@@ -27,7 +27,7 @@
 //!
 //! **References.** docs/tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
+use super::{rtt_ns, ConnState, Extras, MS, SYN_DATA_AGAIN, WHOLE};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -103,8 +103,32 @@ impl Detector for PathLatency {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
-        if ev.seg.payload_len == 0 || !ev.new_data || c.role.inferred() {
+        if c.role.inferred() {
             return;
+        }
+        let f = ev.seg.flags;
+        if f.syn() && f.ack() && ev.from == Side::Server {
+            // A request that began in the SYN (Fast Open) and that the SYN-ACK did not take
+            // begins where it goes again: the round trip it waited is `tfo-fallback`'s.
+            if cs.path_latency.looked(cs.used) {
+                let st = cs.path_latency.get(&mut cs.used);
+                if st.request_first.is_some_and(|q| Some(q) == c.syn())
+                    && c.client.isn().is_some_and(|isn| ev.seg.ack == isn + 1)
+                {
+                    st.request_first = None;
+                    cs.exchange_has |= SYN_DATA_AGAIN;
+                }
+            }
+            return;
+        }
+        let again = ev.from == Side::Client
+            && ev.retransmission
+            && cs.exchange_has & SYN_DATA_AGAIN != 0;
+        if ev.seg.payload_len == 0 || !(ev.new_data || again) {
+            return;
+        }
+        if again {
+            cs.exchange_has &= !SYN_DATA_AGAIN;
         }
         let st = cs.path_latency.get(&mut cs.used);
         match ev.from {

@@ -139,7 +139,28 @@ impl Exchanges {
         Delays: Part<P::Extra>,
     {
         let seg = ev.seg;
-        if seg.flags.syn() || seg.flags.rst() || c.role.inferred() {
+        if seg.flags.syn() && !c.role.inferred() {
+            // Data in the client's SYN (TCP Fast Open) is the first request when the server
+            // takes it: the request begins at the SYN. A SYN-ACK that does not take it (a
+            // fallback, `tfo-fallback`) leaves the request to the data sent again after the
+            // handshake (its bytes are still the request's).
+            let (st, _, _) = cs.exchange();
+            if ev.from == Side::Client && !seg.flags.ack() && seg.payload_len > 0 {
+                st.req_first = Some(ev.at);
+                st.req_last = ev.at.into();
+                st.req_bytes = u64::from(seg.payload_len);
+            } else if ev.from == Side::Server
+                && seg.flags.ack()
+                && st.resp_first.is_none()
+                && st.req_first.is_some_and(|q| Some(q) == c.syn())
+                && c.client.isn().is_some_and(|isn| seg.ack == isn + 1)
+            {
+                st.req_first = None;
+                st.req_last = Ts::NONE;
+            }
+            return;
+        }
+        if seg.flags.rst() || c.role.inferred() {
             return;
         }
         let (st, has, extra) = cs.exchange();

@@ -390,6 +390,36 @@ fn records(file: &str, kind: &str) -> Vec<Value> {
 }
 
 #[test]
+fn fast_open_data_the_server_did_not_take_is_named_and_taken_data_begins_the_request() {
+    // tfo.pcap, read off with tshark (fixtures/captures/README.md): the server had Fast Open
+    // off for the first two connections (SYN with 19 bytes at frames 1 and 10, SYN-ACK ack 1,
+    // the bytes again 0.024 ms after each SYN), then on: the cookie asked for (19-20) and the
+    // next two requests taken in the SYN (27-28, 35-36).
+    let f = records(&fixture("tfo.pcap"), "finding");
+    assert_eq!(f.len(), 2, "{f:?}");
+    for (x, frames) in f.iter().zip([[1, 2, 3], [10, 11, 12]]) {
+        assert_eq!(x["id"], "tfo-fallback");
+        assert_eq!(x["frames"], serde_json::json!(frames));
+        assert_eq!(x["cost_ms"], 0.024);
+        assert_eq!(x["details"]["syn_data_bytes"], 19);
+        assert_eq!(x["details"]["taken_bytes"], 0);
+        assert_eq!(x["details"]["cookie"], false);
+    }
+    // Every connection is one exchange; a request taken in the SYN begins at the SYN (27 ->
+    // the answer at 30: 0.202 ms; 35 -> 38: 0.125 ms), one sent again begins where it went
+    // again (3 -> 5: 0.083 ms).
+    let x = records(&fixture("tfo.pcap"), "exchange");
+    let first: Vec<u64> = x.iter().map(|e| e["frames"][0].as_u64().unwrap()).collect();
+    assert_eq!(first, [3, 12, 21, 27, 35], "{x:?}");
+    let lat: Vec<f64> = x
+        .iter()
+        .map(|e| e["latency_ms"].as_f64().unwrap())
+        .collect();
+    assert_eq!(lat, [0.083, 0.129, 0.107, 0.202, 0.125]);
+    assert!(x.iter().all(|e| e["request_bytes"] == 19), "{x:?}");
+}
+
+#[test]
 fn bulk_transfer_stalls_are_found_and_classified() {
     // Hand-checked with tshark (fixtures/captures/README.md): the server pauses 300.2 ms with
     // nothing in flight (frames 95-96), the client's zero window stalls it 400.4 ms (142-146).
