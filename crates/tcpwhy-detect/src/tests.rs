@@ -1869,10 +1869,17 @@ fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
         (520, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
         (530, C, ACK, 1101, 5101, 0, 1000, &[]),
     ]);
-    let plain = drive_opts(&[], None, false, &lines).findings;
-    assert!(ids(&plain).contains(&"server-delay"), "{plain:?}");
+    let plain = drive_opts(&[], None, false, &lines);
+    assert!(
+        ids(&plain.findings).contains(&"server-delay"),
+        "{:?}",
+        plain.findings
+    );
+    assert_eq!(plain.exchanges.len(), 1);
     let subflow = drive_opts(&[], None, true, &lines);
     assert!(subflow.last.as_ref().is_some_and(|c| c.mptcp()));
+    // Nor an exchange: the summary's split of time would count the subflow's silence.
+    assert!(subflow.exchanges.is_empty(), "{:?}", subflow.exchanges);
     for id in SUBFLOW_BLIND {
         assert!(
             !ids(&subflow.findings).contains(&id),

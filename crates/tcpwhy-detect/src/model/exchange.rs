@@ -139,6 +139,11 @@ impl Exchanges {
         Delays: Part<P::Extra>,
     {
         let seg = ev.seg;
+        // One subflow of a Multipath TCP connection: its requests' answers may travel on the
+        // other subflows, so its data is no exchange (as for the timing findings).
+        if c.mptcp() {
+            return;
+        }
         if seg.flags.syn() && !c.role.inferred() {
             // Data in the client's SYN (TCP Fast Open) is the first request when the server
             // takes it: the request begins at the SYN. A SYN-ACK that does not take it (a
@@ -275,7 +280,7 @@ impl Exchanges {
         Delays: Part<P::Extra>,
     {
         if let (Some(mut st), has, extra) = cs.exchange_taken() {
-            if let Some(x) = st.close(c, has, extra) {
+            if let Some(x) = st.close(c, has, extra).filter(|_| !c.mptcp()) {
                 out.push(x);
             }
         }
