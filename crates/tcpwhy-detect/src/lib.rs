@@ -130,12 +130,11 @@ pub const PEER_BLIND: [&str; 3] = ["server-delay", "client-delay", "sender-limit
 pub const PEER_PROTOCOL_PORTS: [(u16, &str); 4] =
     [(179, "BGP"), (646, "LDP"), (639, "MSDP"), (11019, "BMP")];
 
-/// The peer protocol `c` speaks, by either side's port (`PEER_PROTOCOL_PORTS`).
-pub fn peer_protocol(c: &Connection) -> Option<&'static str> {
+/// `c` speaks a peer protocol, by either side's port (`PEER_PROTOCOL_PORTS`).
+fn peer_protocol(c: &Connection) -> bool {
     PEER_PROTOCOL_PORTS
         .iter()
-        .find(|(p, _)| *p == c.server.port || *p == c.client.port)
-        .map(|(_, name)| *name)
+        .any(|(p, _)| *p == c.server.port || *p == c.client.port)
 }
 
 /// On an MPTCP subflow, drop the findings of `SUBFLOW_BLIND` from `found`; between the peers of
@@ -144,7 +143,7 @@ fn drop_blind(c: &Connection, found: &mut Vec<Finding>) {
     if c.mptcp() {
         found.retain(|f| !SUBFLOW_BLIND.contains(&f.id));
     }
-    if peer_protocol(c).is_some() {
+    if peer_protocol(c) {
         found.retain(|f| !PEER_BLIND.contains(&f.id));
     }
 }

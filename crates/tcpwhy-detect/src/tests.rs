@@ -1856,19 +1856,24 @@ fn an_exchange_faster_than_the_syn_ack_bounds_the_round_trip() {
     );
 }
 
-#[test]
-fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
-    // The request at 10 ms is acknowledged at 20 ms and answered at 520 ms: a server delay of
-    // about 500 ms on a plain connection. On a Multipath TCP subflow (an MPTCP option on the
-    // SYN-ACK and after), the answer may have gone out on another subflow sooner (mptcp-v0.pcap
-    // in tcpdump's tests: a reply 7.5 ms later on the other subflow, 4.4 s later on this one),
-    // so neither server-delay nor the other timing ids are made.
-    let lines = with_hs(&[
+/// A request at 10 ms, acknowledged at 20 ms and answered at 520 ms: a server delay of about
+/// 500 ms on a plain connection.
+fn answered_late() -> Vec<Line> {
+    with_hs(&[
         (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
         (20, S, ACK, 5001, 1101, 0, 1000, &[]),
         (520, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
         (530, C, ACK, 1101, 5101, 0, 1000, &[]),
-    ]);
+    ])
+}
+
+#[test]
+fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
+    // `answered_late` on a Multipath TCP subflow (an MPTCP option on the SYN-ACK and after):
+    // the answer may have gone out on another subflow sooner (mptcp-v0.pcap in tcpdump's
+    // tests: a reply 7.5 ms later on the other subflow, 4.4 s later on this one), so neither
+    // server-delay nor the other timing ids are made.
+    let lines = answered_late();
     let plain = drive_opts(&[], None, false, &lines);
     assert!(
         ids(&plain.findings).contains(&"server-delay"),
@@ -1891,17 +1896,13 @@ fn an_mptcp_subflow_makes_no_finding_about_the_applications_timing() {
 
 #[test]
 fn between_bgp_peers_no_message_is_taken_for_an_answer() {
-    // bgp-lu-multiple-labels.pcap's shape (tcpdump's tests): after the session opened, one
-    // peer sends an UPDATE at 10 ms, acknowledged at 20 ms; the other peer's next message
-    // (there a Cease NOTIFICATION, an operator's reset) comes at 520 ms. On port 80 that is a
-    // server answering 500 ms late; between BGP peers (port 179) each sends when its own
-    // routes or timers change, so it is no answer and no finding of `PEER_BLIND` is made.
-    let lines = with_hs(&[
-        (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
-        (20, S, ACK, 5001, 1101, 0, 1000, &[]),
-        (520, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
-        (530, C, ACK, 1101, 5101, 0, 1000, &[]),
-    ]);
+    // bgp-lu-multiple-labels.pcap's shape (tcpdump's tests), `answered_late`: after the
+    // session opened, one peer sends an UPDATE at 10 ms, acknowledged at 20 ms; the other
+    // peer's next message (there a Cease NOTIFICATION, an operator's reset) comes at 520 ms.
+    // On port 80 that is a server answering 500 ms late; between BGP peers (port 179) each
+    // sends when its own routes or timers change, so it is no answer and no finding of
+    // `PEER_BLIND` is made.
+    let lines = answered_late();
     let web = drive_port(&[], None, false, 80, &lines).findings;
     assert!(ids(&web).contains(&"server-delay"), "{web:?}");
     let bgp = drive_port(&[], None, false, 179, &lines);

@@ -315,10 +315,6 @@ const _: () = assert!((Bit::Count as u32) < 31, "bit 31 is FIRST_SYN_IS_FIRST");
 /// inflated round trip to the receiver (its slow ACKs are not a queue).
 pub(crate) const RECEIVER_HELD: u8 = 0x80;
 
-/// `ConnState::exchange_has` bit: the client's SYN carried data that the SYN-ACK did not take
-/// (a Fast Open fallback); path-latency begins the request where it goes again.
-pub(crate) const SYN_DATA_AGAIN: u8 = 0x40;
-
 /// `ConnState::used` bit: the client's first SYN is the connection's first packet
 /// (`ConnState::first_syn`).
 const FIRST_SYN_IS_FIRST: u32 = 1 << 31;

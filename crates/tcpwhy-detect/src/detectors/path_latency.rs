@@ -27,7 +27,8 @@
 //!
 //! **References.** docs/tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, Extras, MS, SYN_DATA_AGAIN, WHOLE};
+use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
+use crate::model::exchange::SYN_DATA_AGAIN;
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -106,21 +107,9 @@ impl Detector for PathLatency {
         if c.role.inferred() {
             return;
         }
-        let f = ev.seg.flags;
-        if f.syn() && f.ack() && ev.from == Side::Server {
-            // A request that began in the SYN (Fast Open) and that the SYN-ACK did not take
-            // begins where it goes again: the round trip it waited is `tfo-fallback`'s.
-            if cs.path_latency.looked(cs.used) {
-                let st = cs.path_latency.get(&mut cs.used);
-                if st.request_first.is_some_and(|q| Some(q) == c.syn())
-                    && c.client.isn().is_some_and(|isn| ev.seg.ack == isn + 1)
-                {
-                    st.request_first = None;
-                    cs.exchange_has |= SYN_DATA_AGAIN;
-                }
-            }
-            return;
-        }
+        // A request that began in the SYN (Fast Open) and that the SYN-ACK did not take (the
+        // exchange model marks it) begins where it goes again: the round trip it waited is
+        // `tfo-fallback`'s.
         let again = ev.from == Side::Client
             && ev.retransmission
             && cs.exchange_has & SYN_DATA_AGAIN != 0;
@@ -137,7 +126,11 @@ impl Detector for PathLatency {
                 if st.response_last.is_some() {
                     st.close_exchange(&mut cs.extra);
                 }
-                st.request_first.get_or_insert(ev.at);
+                if again {
+                    st.request_first = Some(ev.at);
+                } else {
+                    st.request_first.get_or_insert(ev.at);
+                }
             }
             Side::Server => {
                 if st.request_first.is_some() {

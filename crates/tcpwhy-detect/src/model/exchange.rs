@@ -96,6 +96,10 @@ pub(crate) struct Delays {
 const CLIENT_ACKED: u8 = 1;
 const SERVER_ACKED: u8 = 2;
 const RESP_NXT: u8 = 4;
+/// `ConnState::exchange_has` bit: the client's SYN carried data that the SYN-ACK did not take
+/// (a Fast Open fallback), so it goes again after the handshake; set here at the SYN-ACK,
+/// read by path-latency, which begins the request where it goes again.
+pub(crate) const SYN_DATA_AGAIN: u8 = 0x40;
 
 /// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
 const HOLD_MIN: i64 = 30_000_000;
@@ -149,7 +153,7 @@ impl Exchanges {
             // takes it: the request begins at the SYN. A SYN-ACK that does not take it (a
             // fallback, `tfo-fallback`) leaves the request to the data sent again after the
             // handshake (its bytes are still the request's).
-            let (st, _, _) = cs.exchange();
+            let (st, has, _) = cs.exchange();
             if ev.from == Side::Client && !seg.flags.ack() && seg.payload_len > 0 {
                 st.req_first = Some(ev.at);
                 st.req_last = ev.at.into();
@@ -162,6 +166,7 @@ impl Exchanges {
             {
                 st.req_first = None;
                 st.req_last = Ts::NONE;
+                *has |= SYN_DATA_AGAIN;
             }
             return;
         }
