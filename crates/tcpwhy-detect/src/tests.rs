@@ -1934,3 +1934,194 @@ fn a_reset_from_a_side_that_had_closed_answers_data_sent_after_its_close() {
     let f = run(&aborted);
     assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
 }
+
+#[test]
+fn an_ack_of_data_the_client_sent_is_not_stale_state_without_the_clients_reset() {
+    // The shape of four nDPI test captures (tls_invalid_reads, a fuzzed FTP login): the
+    // SYN-ACK is missing or unreadable, the client ACKs it and sends 100 bytes, and the
+    // server's next segment acknowledges those bytes (ack 1101). That ACK is of the new
+    // connection's numbers: the client goes on, no reset, no SYN again.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (26, S, ACK | PSH, 5001, 1101, 200, 1000, &[]),
+        (27, C, ACK, 1101, 5201, 0, 1000, &[]),
+    ]);
+    assert!(!ids(&f).contains(&"syn-stale-state"), "{f:?}");
+}
+
+/// A request at 10 ms that the server does not acknowledge, resent by timeout at 210, 610 and
+/// 1410 ms, with `then` after it.
+fn request_resent(then: &[Line]) -> Vec<Line> {
+    let mut l = with_hs(&[
+        (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (210, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (610, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (1410, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+    ]);
+    l.extend_from_slice(then);
+    l
+}
+
+#[test]
+fn a_full_accept_queue_needs_its_own_syn_ack_or_a_server_that_takes_the_data_in_the_end() {
+    // The server takes the last resend (ACK 1101 at 1420 ms) after sending nothing at all:
+    // its host dropped the data until its application accepted (the lab's syn-backlog-full,
+    // port 41648). Cost: the resends' waits, 10 -> 1410 ms.
+    let taken = [
+        (1420, S, ACK, 5001, 1101, 0, 1000, &[][..]),
+        (1430, S, ACK | PSH, 5001, 1101, 50, 1000, &[][..]),
+    ];
+    let f = run(&request_resent(&taken));
+    assert_eq!(ids(&f), ["accept-queue-full"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 1400 * MS);
+    // The server never takes it, and the client gives up (skype.pcap's connections to one
+    // CDN name in nDPI's tests): a path dropping the data, named as timeouts.
+    let gave_up = [(3000, C, RST, 1101, 0, 0, 0, &[][..])];
+    let f = run(&request_resent(&gave_up));
+    assert!(!ids(&f).contains(&"accept-queue-full"), "{f:?}");
+    assert!(ids(&f).contains(&"rto-retransmission"), "{f:?}");
+    // A SYN-ACK with another ISN (7000) after the request: another handshake's (a middlebox
+    // answering SYNs; KakaoTalk_chat.pcap), not the listener sending its own again.
+    let other = [
+        (20, S, SYN | ACK, 7000, 1001, 0, 1000, &[][..]),
+        (3000, C, RST, 1101, 0, 0, 0, &[][..]),
+    ];
+    let f = run(&request_resent(&other));
+    assert!(!ids(&f).contains(&"accept-queue-full"), "{f:?}");
+    // The listener's own SYN-ACK (ISN 5000) sent again: the queue, even if never taken.
+    let own = [
+        (20, S, SYN | ACK, 5000, 1001, 0, 1000, &[][..]),
+        (3000, C, RST, 1101, 0, 0, 0, &[][..]),
+    ];
+    let f = run(&request_resent(&own));
+    assert!(ids(&f).contains(&"accept-queue-full"), "{f:?}");
+}
+
+#[test]
+fn a_resend_after_the_server_took_the_request_is_the_paths_not_the_queues() {
+    // alexa-app.pcapng's shape: the SYN-ACK comes again after the request, but the server
+    // acknowledges the request and answers it; a later segment is lost and resent by timeout.
+    // That resend is the path's (rto-retransmission), and no queue dropped anything.
+    let f = run(&with_hs(&[
+        (10, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (12, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (20, S, ACK | PSH, 5001, 1101, 50, 1000, &[]),
+        (30, C, ACK | PSH, 1101, 5051, 100, 1000, &[]),
+        (430, C, ACK | PSH, 1101, 5051, 100, 1000, &[]),
+        (440, S, ACK, 5051, 1201, 0, 1000, &[]),
+    ]));
+    assert!(!ids(&f).contains(&"accept-queue-full"), "{f:?}");
+    assert!(ids(&f).contains(&"rto-retransmission"), "{f:?}");
+}
+
+#[test]
+fn a_burst_after_idle_is_a_restart_only_when_acks_release_it_from_two_segments_or_more() {
+    let run = |l: &[Line]| drive_scaled(&[], Some(4), l).findings;
+    let restarts = |l: &[Line]| {
+        run(l)
+            .iter()
+            .filter(|f| f.id == "slow-start-restart")
+            .count()
+    };
+    assert_eq!(restarts(&two_responses(3_000, true)), 1, "the control");
+    // The same second burst with no ACK from the client until it ends (tor.pcap's relayed
+    // cells, KakaoTalk): nothing released its flights, the application wrote them.
+    let mut unacked = two_responses(3_000, true);
+    let last = unacked.len() - 1;
+    let second_req = unacked
+        .iter()
+        .rposition(|l| l.1 == C && l.5 == 100)
+        .unwrap_or(0);
+    let mut i = 0;
+    unacked.retain(|l| {
+        i += 1;
+        i - 1 <= second_req || i - 1 == last || l.1 == S
+    });
+    assert_eq!(restarts(&unacked), 0, "{:?}", run(&unacked));
+    // A second burst whose first flight is one 1000-byte segment, under two full segments
+    // (536 bytes each without an MSS option): no stack restarts below that; the application
+    // wrote one small piece first (skype's and whatsapp's messages).
+    let mut small = two_responses(3_000, false);
+    small.truncate(small.len() - 151);
+    let seq = 5001 + 150_000;
+    let grow = [
+        (0, 1),
+        (50, 2),
+        (100, 4),
+        (150, 8),
+        (200, 16),
+        (250, 32),
+        (300, 87),
+    ];
+    let t = small.last().map_or(0, |l| l.0);
+    response(&mut small, t + 50, seq, 1201, &grow);
+    assert_eq!(restarts(&small), 0, "{:?}", run(&small));
+}
+
+#[test]
+fn a_segment_of_a_full_mss_released_by_a_late_ack_is_not_nagle() {
+    // webex.pcap and waze.pcap (nDPI): A, the peer's ACK 50 ms late, then B of 2479 or 8762
+    // bytes within microseconds. Nagle never holds a full segment (536 bytes here, no MSS
+    // option): the congestion window held B. A 100-byte B is Nagle's (the control).
+    let late = |b_len: u32| {
+        run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (60, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (60, C, ACK | PSH, 1101, 5001, b_len, 1000, &[]),
+            (61, S, ACK | PSH, 5001, 1101 + b_len, 10, 1000, &[]),
+        ]))
+    };
+    assert_eq!(ids(&late(100)), ["nagle-delayed-ack"]);
+    assert!(!ids(&late(2000)).contains(&"nagle-delayed-ack"));
+}
+
+#[test]
+fn a_reset_that_acknowledges_the_whole_response_closes_a_finished_exchange() {
+    // webex.pcap's close (nDPI): the response's last segment carries a TLS close_notify;
+    // the client, closing with it unread, resets with RST,ACK acknowledging all of it
+    // (ack 1301 at 40 ms): nothing was in flight, the exchange was done.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK | PSH, 5001, 1101, 300, 1000, &[]),
+        (40, C, RST | ACK, 1101, 5301, 0, 0, &[]),
+    ]));
+    assert!(!ids(&f).contains(&"connection-reset"), "{f:?}");
+    // The same reset acknowledging only the first 100 bytes: 200 were still in flight.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK | PSH, 5001, 1101, 300, 1000, &[]),
+        (40, C, RST | ACK, 1101, 5101, 0, 0, &[]),
+    ]));
+    assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
+}
+
+#[test]
+fn an_exchange_slowed_by_something_else_counts_the_typical_round_trips_of_the_path() {
+    // Three exchanges on a 40 ms path: 40, 40 and 4 000 ms (the third waited on the client's
+    // pause or a timeout: zcash.pcap, signal.pcap in nDPI's tests). The path's share of the
+    // long one is the median exchange's single round trip, not 100: cost = handshake 40 +
+    // 3 x 40 = 160 ms.
+    let mut l: Vec<Line> = vec![
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (40, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (40, C, ACK, 1001, 5001, 0, 1000, &[]),
+    ];
+    let (mut c, mut s, mut t) = (1001u32, 5001u32, 50i64);
+    for took in [40, 40, 4_000] {
+        l.push((t, C, ACK | PSH, c, s, 100, 1000, &[]));
+        c += 100;
+        l.push((t + took, S, ACK | PSH, s, c, 100, 1000, &[]));
+        s += 100;
+        l.push((t + took, C, ACK, c, s, 0, 1000, &[]));
+        t += took + 10;
+    }
+    let f = run(&l);
+    let p: Vec<&Finding> = f.iter().filter(|f| f.id == "path-latency").collect();
+    assert_eq!(p.len(), 1, "{f:?}");
+    assert_eq!(p[0].cost_ns, 160 * MS, "{:?}", p[0]);
+    assert_eq!(
+        p[0].details.json()["round_trips"],
+        serde_json::json!([1, 1, 1])
+    );
+}

@@ -625,6 +625,21 @@ impl Tracker {
         }
         let flags = seg.flags;
 
+        // A SYN-ACK with another ISN once the handshake completed answers another SYN (a
+        // middlebox that answers SYNs, a second backend): its numbers are not this
+        // connection's, so they must not redefine the server's sequence space (every later
+        // segment would look resent). Counted as a packet, otherwise ignored.
+        if flags.syn()
+            && flags.ack()
+            && side == Side::Server
+            && c.handshake.ack.is_some()
+            && c.server.isn().is_some_and(|isn| isn != seg.seq)
+        {
+            c.server.packets += 1;
+            c.server.frame_bytes += u64::from(frame_len);
+            return None;
+        }
+
         // The handshake at the capture point.
         if flags.syn() && !flags.ack() && side == Side::Client && c.handshake.syn_ack.is_none() {
             c.set_syn(at);

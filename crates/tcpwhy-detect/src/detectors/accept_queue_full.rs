@@ -7,16 +7,25 @@
 //! the connection, which the client resends with backoff until a place frees and a resent
 //! SYN-ACK is answered. (With net.ipv4.tcp_abort_on_overflow=1 the server resets instead.)
 //!
-//! Without a SYN-ACK sent again (Linux marks the dropped ACK's request and stops resending
-//! it), the server's complete silence while the client's first data is resent again and again
-//! tells the same: a path that lost one segment lets one of its resends through; a host that
-//! drops everything for the connection does not (confidence medium).
+//! The SYN-ACK sent again is the same one (the server's ISN): a SYN-ACK with another ISN
+//! answers another SYN (a middlebox that answers SYNs, a second backend).
+//!
+//! Without a SYN-ACK sent again (Linux does not always send it: the lab's full queue shows
+//! both), the server's complete silence while the client's first data is resent again and
+//! again, until the server takes a resend, tells the same: a path that lost one segment lets
+//! one of its resends through; a host that drops everything for the connection until its
+//! application accepts does not (confidence medium). A server that never takes the data
+//! (silent until the client gives up, or closing the connection without having acknowledged
+//! a byte, which shows its application had accepted it) is a path that drops the
+//! connection's data: the timeout findings name those resends.
 //!
 //! **Evidence.** The client's data and its resends, with the server's SYN-ACK sent again.
 //! Details: how many resends and SYN-ACKs, the waits.
 //!
-//! **Cost.** From the request's first transmission to its last resend (the backoff waits
-//! counted once): time the request spent being resent, not loss on the path.
+//! **Cost.** From the request's first transmission to its last resend while the server had
+//! acknowledged none of the client's data (the backoff waits counted once): time the request
+//! spent being resent, not loss on the path. Resends after the server took some data are the
+//! path's (`rto-retransmission`, `fast-retransmit`).
 //!
 //! **Known false positives.** A SYN-ACK resent because the client's ACK was lost on the path
 //! looks alike; then the server's later data ACKs arrive without waiting for an accept().

@@ -19,8 +19,12 @@
 //! reset, what was outstanding (the open request, bytes each side had in flight), how long
 //! after the connection began and after its last data, how many resets.
 //!
+//! An RST that acknowledges (RST,ACK) every byte the peer sent shows none of the peer's data
+//! was in flight: a close with unread data (a TLS close_notify) after a complete response.
+//!
 //! **Cost.** From the open request's first byte (or, with only data in flight, the last data
-//! before the reset) to the reset: time spent on work that never completed, less the time in
+//! before the reset) to the reset, or to the resetter's own FIN when it closed first (it gave
+//! up there; its reset answers late data): time spent on work that never completed, less the time in
 //! it that retransmission findings on the connection already count (a sender that resets
 //! after its resends went unanswered for a minute has lost that minute once, not twice).
 //!
@@ -111,8 +115,21 @@ impl Detector for ConnectionReset {
         if !established || c.endpoint(ev.from.other()).fin.is_some() {
             return;
         }
-        // The RST's own sequence number is not data: in flight is from the tracker's view.
-        let in_flight = [unacked(c, Side::Client), unacked(c, Side::Server)];
+        // The RST's own sequence number is not data: in flight is from the tracker's view,
+        // except that an RST that acknowledges (RST,ACK) tells what its sender had received:
+        // all of the peer's data, when it acknowledges the peer's next sequence (a close with
+        // unread data, after a complete response).
+        let mut in_flight = [unacked(c, Side::Client), unacked(c, Side::Server)];
+        let peer = ev.from.other();
+        if ev.seg.flags.ack() && in_flight[peer as usize] > 0 {
+            if let Some(next) = c.endpoint(peer).next_seq() {
+                // Its FIN takes a sequence number but is no data.
+                let fin = i32::from(c.endpoint(peer).fin.is_some());
+                if ev.seg.ack.diff(next) >= -fin {
+                    in_flight[peer as usize] = 0;
+                }
+            }
+        }
         let request = cs.exchange.peek(cs.used).and_then(|x| x.open_request());
         // A request answered in full with nothing in flight is done: the reset closes an idle
         // connection.
@@ -164,7 +181,13 @@ impl Detector for ConnectionReset {
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = start.ts_ns.min(r.rst.ts_ns);
         f.end_ns = r.last_rst.ts_ns;
-        let span = (r.rst.ts_ns - f.start_ns).max(0);
+        // A resetter that had closed with its FIN first gave up there: what came after the
+        // FIN (its reset answers the peer's late data) was nobody's wait.
+        let gave_up_at = match c.endpoint(r.by).fin {
+            Some(fin) if fin.ts_ns < r.rst.ts_ns => fin.ts_ns.max(f.start_ns),
+            _ => r.rst.ts_ns,
+        };
+        let span = (gave_up_at - f.start_ns).max(0);
         // The retransmission findings of this connection (pushed before this one): the time
         // they count inside the span, and whether the resetter's resends met a silent peer.
         let mut counted = 0i64;
@@ -173,7 +196,7 @@ impl Detector for ConnectionReset {
             .iter()
             .filter(|g| g.connection == f.connection && RETRANSMISSIONS.contains(&g.id))
         {
-            let overlap = (g.end_ns.min(r.rst.ts_ns) - g.start_ns.max(f.start_ns)).max(0);
+            let overlap = (g.end_ns.min(gave_up_at) - g.start_ns.max(f.start_ns)).max(0);
             counted += overlap.min(g.cost_ns);
             gave_up |= matches!(&g.details, crate::Details::RtoRetransmission(d)
                 if d.sender == r.by.name() && d.receiver_silent);

@@ -9,6 +9,9 @@
 //!
 //! **Cost.** The ACK delay, on every exchange it happens to.
 //!
+//! B is smaller than a full segment too: Nagle never holds a full one, so a full segment or
+//! more released by the late ACK was held by the congestion window.
+//!
 //! **Known false positives.** An application that really writes B only when the ACK arrives
 //! (rare). The delay must exceed 30 ms and three round trips to count, and B must not follow
 //! data from the peer sent after the ACK (then B answers that data: a new request).
@@ -80,6 +83,7 @@ impl Detector for NagleDelayedAck {
         let st = cs.nagle_delayed_ack.get(&mut cs.used);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
+            let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
             // Data from this side after the peer's late ACK: what the peer sends next answers
             // it (a new request), it was not held for the ACK.
             if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
@@ -87,7 +91,13 @@ impl Detector for NagleDelayedAck {
             }
             if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
                 if let Some((a, ack, delay)) = f.acked.take() {
-                    if ev.new_data && ev.at.ts_ns - ack.ts_ns <= RELEASE {
+                    // Nagle holds less than a full segment (a full one leaves at once): a
+                    // segment of a full MSS or more released by the ACK was held by the
+                    // congestion window (an initial or restarted one), not by Nagle.
+                    if ev.new_data
+                        && ev.at.ts_ns - ack.ts_ns <= RELEASE
+                        && seg.payload_len < mss
+                    {
                         f.count += 1;
                         f.total_ns += delay;
                         if f.seen.len() < KEEP {
@@ -97,7 +107,6 @@ impl Detector for NagleDelayedAck {
                 }
             }
             let i = sender as usize;
-            let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
             if ev.new_data && !ev.retransmission && seg.payload_len < mss {
                 st.pending[i] = Some(ev.at);
                 st.end[i] = seg.seq + seg.payload_len;

@@ -13,7 +13,8 @@
 //! counts one.
 //!
 //! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
-//! the latency), plus the handshake. The first 64 exchanges are listed; those after them
+//! the latency; an exchange longer than three round trips, slowed by something else than the
+//! path, counts the median exchange's round trips), plus the handshake. The first 64 exchanges are listed; those after them
 //! count their latencies, at most the median listed exchange's round trips each
 //! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
 //!
@@ -170,15 +171,20 @@ impl Detector for PathLatency {
         if median > 3 * rtt + rtt / 2 && !long_path {
             return;
         }
-        let rounds: Vec<i64> = exchanges
+        // An exchange longer than three round trips was slowed by something other than the
+        // path (a resend's timeout, a client that paused, a message sent on the server's own
+        // schedule): it counts as many round trips as the median exchange, the path's share of
+        // a typical one (on a long path, one: its long exchanges are transfers).
+        let raw: Vec<i64> = exchanges.iter().map(|l| (l + rtt / 4) / rtt).collect();
+        let mut sorted_raw = raw.clone();
+        sorted_raw.sort_unstable();
+        let typical = sorted_raw[(sorted_raw.len() - 1) / 2].clamp(1, 3);
+        let rounds: Vec<i64> = raw
             .iter()
-            .map(|l| {
-                let n = (l + rtt / 4) / rtt;
-                if long_path && n > 3 {
-                    1
-                } else {
-                    n
-                }
+            .map(|&n| match n {
+                n if n <= 3 => n,
+                _ if long_path => 1,
+                _ => typical,
             })
             .collect();
         // The handshake's share of the path: one round trip (a handshake slowed beyond it, by a

@@ -281,26 +281,56 @@ impl Detector for Retransmissions {
                 continue;
             };
             let synack_again = l.synack_again.map(|a| (a, l.synacks_again));
+            // The resends the server's host dropped with the handshake's ACK: those sent while
+            // it had acknowledged nothing of the client's data. A resend after it took some
+            // (a later segment lost on the path) is the path's.
+            let queue_resends = l.list.iter().filter(|r| r.peer_silent).count();
             // The client's first data resent again and again while the server, its handshake
-            // completed at the client, sent nothing at all: dropped by the server's host
-            // (its accept queue full), not by the path (a lost segment's resends get through
-            // long before a third try; on loopback, where no path loses anything, one resend
-            // tells). A SYN-ACK sent again makes it certain.
+            // completed at the client, sent nothing at all, until it took a resend: dropped by
+            // the server's host (its accept queue full) until the application accepted, not by
+            // the path (a lost segment's resends get through long before a third try; on
+            // loopback, where no path loses anything, one resend tells). A server that never
+            // takes the data (silent until the client gives up, or closing without having
+            // acknowledged a byte: its application had accepted the socket) shows a path
+            // that drops the connection's data, which the timeout findings name. A SYN-ACK
+            // sent again makes the queue certain.
             let loopback = c.client.addr.is_loopback() && c.server.addr.is_loopback();
+            let took_data = match (c.server.max_ack(), c.client.isn()) {
+                (Some(a), Some(isn)) => a > isn + 1,
+                _ => false,
+            };
             let silent_server = side == Side::Client
                 && c.handshake.ack.is_some()
+                && took_data
                 && l.list.len() >= if loopback { 1 } else { 2 }
                 && l.list.iter().all(|r| r.peer_silent);
-            let (fast, timeouts, spurious) = l.classify();
-            if self.accept_on && (synack_again.is_some() || silent_server) {
-                accept_queue_full::report(c, synack_again, &fast, &timeouts, out);
+            let accept = self.accept_on
+                && side == Side::Client
+                && queue_resends > 0
+                && (synack_again.is_some() || silent_server);
+            let (fast, timeouts, spurious) = if accept {
+                let (queue, path): (Vec<Retx>, Vec<Retx>) =
+                    l.list.iter().partition(|r| r.peer_silent);
+                let mut q = Losses {
+                    list: queue,
+                    dsacked: l.dsacked.clone(),
+                    ..Losses::default()
+                };
+                let mut rest = l;
+                rest.list = path;
+                let (qf, qt, qs) = std::mem::take(&mut q).classify();
+                accept_queue_full::report(c, synack_again, &qf, &qt, out);
+                let (fast, timeouts, mut spurious) = rest.classify();
+                spurious.merge(qs);
+                (fast, timeouts, spurious)
             } else {
-                if self.timeouts_on {
-                    timeouts.report(c, side, out);
-                }
-                if self.fast_on {
-                    fast.report(c, side, out);
-                }
+                l.classify()
+            };
+            if self.timeouts_on {
+                timeouts.report(c, side, out);
+            }
+            if self.fast_on {
+                fast.report(c, side, out);
             }
             if self.spurious_on {
                 spurious.report(c, side, out);
@@ -378,10 +408,13 @@ impl State {
     pub fn on_event(&mut self, c: &Connection, me: Side, ev: &SegmentEvent<'_>) -> Option<Event> {
         let seg = ev.seg;
         if ev.from != me {
+            // The same SYN-ACK (the server's ISN): another ISN is another handshake's (a
+            // middlebox answering SYNs, a second backend), not the listener sending it again.
             if seg.flags.syn()
                 && seg.flags.ack()
                 && me == Side::Client
                 && c.handshake.ack.is_some_and(|a| a.frame() < ev.at.frame())
+                && c.server.isn() == Some(seg.seq)
             {
                 return Some(Event::SynAckAgain(ev.at));
             }

@@ -6,7 +6,8 @@
 //! its first flight, that first flight is at most half the window the sender had reached
 //! before the gap (since its last loss: a loss cuts the window), and the rest of the burst
 //! follows one round trip later, clocked by the ACKs, growing as slow start does (the next
-//! round trip carries 1.5 times the first flight or more), the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
+//! round trip carries 1.5 times the first flight or more), released by the ACKs of the first
+//! flight (a peer's ACK of the burst's bytes comes before it), the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
 //! initial window, halved once per RTO of idle). Everything is measured in bytes and in time at
 //! the capture point, so it holds from any vantage point and with offloaded super-segments:
 //! the first flight is the bytes within half a round trip of the burst's first byte; the
@@ -28,8 +29,10 @@
 //! the bursts it happened to.
 //!
 //! **Known false positives.** An application that writes a response's first part, then the
-//! rest one round trip later, looks alike (the gap must follow the first flight by 0.6 to 1.5
-//! round trips, as the ACK clock does). Not counted: a burst whose first flight the
+//! rest one round trip later, after the first part's ACK, looks alike (the gap must follow
+//! the first flight by 0.6 to 1.5 round trips, as the ACK clock does). Not counted: a first
+//! flight under two full segments (no stack restarts below that: a smaller one is what the
+//! application wrote; RFC 3390, RFC 5681), a burst whose rest left before any ACK of it, a burst whose first flight the
 //! receiver's window held (a window under twice the first flight), a burst after a
 //! retransmission (the window was cut by loss), bursts without a known round trip,
 //! connections whose handshake the capture missed (the receiver's window scale is unknown:
@@ -149,6 +152,14 @@ const RWND: u8 = 16;
 const GROWING: u8 = 32;
 /// The round trip after the first flight carried 1.5 times it (`close_bin`).
 const DOUBLED: u8 = 64;
+/// The peer acknowledged bytes of this burst: what the sender sends after that can have been
+/// released by the ACK.
+const PEER_ACKED: u8 = 128;
+
+/// The smallest initial window of any stack, in full segments (RFC 3390, RFC 5681: two to
+/// four segments; RFC 6928: ten): a restart sends at least this much at once when that much
+/// is queued, so a smaller first flight is the application's write, not the window.
+const MIN_IW_SEGMENTS: u32 = 2;
 
 #[derive(Default)]
 pub struct SlowStartRestart {}
@@ -219,7 +230,7 @@ impl Dir<'_> {
 
     /// The burst is over: was it a restart? Returns it if so. Leaves what the next burst
     /// compares with.
-    fn end_burst(&mut self, extra: &mut Extras, side: Side, rtt: i64) -> Option<Restart> {
+    fn end_burst(&mut self, extra: &mut Extras, side: Side, rtt: i64, mss: u32) -> Option<Restart> {
         let t0 = self.t0()?;
         let last = self.st.last_data?.ts_ns;
         self.close_bin();
@@ -247,6 +258,7 @@ impl Dir<'_> {
             if w > 0
                 && rtt > 0
                 && bytes > u64::from(self.st.first_flight)
+                && self.st.first_flight >= MIN_IW_SEGMENTS * mss
                 && u64::from(self.st.first_flight) * 2 <= w
                 && second * 10 >= rtt * 6
                 && second * 2 <= rtt * 3
@@ -307,6 +319,11 @@ impl Dir<'_> {
         if since * 2 < rtt {
             self.st.first_flight = self.st.first_flight.saturating_add(len);
         } else if self.st.second_us == 0 {
+            // The rest of a restarted burst waits for the first flight's ACKs; sent before any
+            // came, the application wrote it later: nothing held it.
+            if !self.is(PEER_ACKED) {
+                *self.flags &= !AFTER_IDLE;
+            }
             self.st.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
             if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
                 b.second = Some(at);
@@ -325,6 +342,11 @@ impl Dir<'_> {
             }
         }
     }
+}
+
+/// The largest segment `side` may send: the MSS its peer announced (536 without one, RFC 9293).
+fn mss(c: &Connection, side: Side) -> u32 {
+    u32::from(c.endpoint(side.other()).mss().unwrap_or(536))
 }
 
 fn record(extra: &mut Extras, side: Side, r: Restart) {
@@ -349,11 +371,24 @@ impl Detector for SlowStartRestart {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
+        let peer = ev.from.other();
         if ev.seg.payload_len > 0 {
             // The other direction's burst is answered: its next data is a new burst.
-            let peer = ev.from.other();
             if cs.slow_start_restart.peek_mut(cs.used, peer).is_some() {
                 cs.slow_start_restart_flags[peer as usize] |= PEER_SPOKE;
+            }
+        }
+        if ev.seg.flags.ack() && cs.slow_start_restart_flags[peer as usize] & AFTER_IDLE != 0 {
+            // An ACK of the other direction's burst (past its first byte: the burst's bytes
+            // are the newest the sender sent).
+            if let (Some(st), Some(next)) = (
+                cs.slow_start_restart.peek_mut(cs.used, peer),
+                c.endpoint(peer).next_seq(),
+            ) {
+                let start = next.0.wrapping_sub(st.burst_bytes);
+                if (ev.seg.ack.0.wrapping_sub(start) as i32) > 0 {
+                    cs.slow_start_restart_flags[peer as usize] |= PEER_ACKED;
+                }
             }
         }
         if ev.retransmission {
@@ -379,7 +414,7 @@ impl Detector for SlowStartRestart {
         let after_idle = gap.is_some_and(|g| g > idle);
         if gap.is_none() || after_idle || d.is(PEER_SPOKE) {
             let before_gap = d.st.last_data;
-            if let Some(r) = d.end_burst(&mut cs.extra, ev.from, rtt) {
+            if let Some(r) = d.end_burst(&mut cs.extra, ev.from, rtt, mss(c, ev.from)) {
                 record(&mut cs.extra, ev.from, r);
             }
             let rwnd = c.endpoint(ev.from.other()).window_scaled();
@@ -410,7 +445,7 @@ impl Detector for SlowStartRestart {
                 st: &mut st,
                 flags: &mut cs.slow_start_restart_flags[side as usize],
             };
-            if let Some(r) = d.end_burst(&mut cs.extra, side, rtt) {
+            if let Some(r) = d.end_burst(&mut cs.extra, side, rtt, mss(c, side)) {
                 record(&mut cs.extra, side, r);
             }
             let Some(found) = cs.extra.take::<Found>(side) else {

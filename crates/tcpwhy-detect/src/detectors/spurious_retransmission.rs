@@ -61,6 +61,18 @@ impl Spurious {
         }
     }
 
+    /// Add another set of the same sender's spurious resends (those classified apart with
+    /// the accept queue's).
+    pub fn merge(&mut self, other: Spurious) {
+        self.count += other.count;
+        self.dsack += other.dsack;
+        self.fast += other.fast;
+        let room = KEEP.saturating_sub(self.waits.len());
+        self.waits.extend(other.waits.into_iter().take(room));
+        let room = KEEP.saturating_sub(self.seen.len());
+        self.seen.extend(other.seen.into_iter().take(room));
+    }
+
     pub fn report(&self, c: &Connection, side: Side, out: &mut Vec<Finding>) {
         let (Some(first), Some(last)) = (self.seen.first(), self.seen.last()) else {
             return;

@@ -110,6 +110,12 @@ impl Detector for SynStaleState {
         let (Some(first), (Some(ack_at), ack_no)) = (cs.first_syn(c), st.ack) else {
             return;
         };
+        // The client's reset is what shows the ACK was for numbers it never used: a client
+        // that goes on with its data instead had a SYN-ACK the capture missed or could not
+        // read, and the "old" ACK acknowledges that data.
+        if st.rst.is_none() {
+            return;
+        }
         // To the SYN-ACK that completed the attempt, or to its last retry when none did.
         let end = c
             .handshake
@@ -196,8 +202,7 @@ impl Detector for SynStaleState {
                 ", the client reset it and sent the same SYN again {} later",
                 retry_gap.map(ms).unwrap_or_default()
             ),
-            (Some(_), None) => ", the client reset it".to_string(),
-            (None, _) => String::new(),
+            (Some(_), None) | (None, _) => ", the client reset it".to_string(),
         };
         let took = if c.handshake.syn_ack.is_some() {
             format!(
