@@ -2125,3 +2125,26 @@ fn an_exchange_slowed_by_something_else_counts_the_typical_round_trips_of_the_pa
         serde_json::json!([1, 1, 1])
     );
 }
+
+#[test]
+fn a_reset_answering_data_that_crossed_the_resetters_fin_is_a_close() {
+    // no_sni.pcap's close (nDPI): the client sends its 24-byte close_notify with FIN at
+    // 40 ms; the server's 31 bytes, sent before that reached it, arrive at 45 ms and draw the
+    // client's reset at 45 ms, 5 ms after its FIN, within the 10 ms round trip: the
+    // close_notify could not yet be acknowledged, and nothing was aborted.
+    let lines = |rst_ms: i64| {
+        with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (30, S, ACK | PSH, 5001, 1101, 200, 1000, &[]),
+            (40, C, ACK | PSH | FIN, 1101, 5201, 24, 1000, &[]),
+            (rst_ms, S, ACK | PSH, 5201, 1101, 31, 1000, &[]),
+            (rst_ms, C, RST, 1126, 0, 0, 0, &[]),
+        ])
+    };
+    let f = run(&lines(45));
+    assert!(!ids(&f).contains(&"connection-reset"), "{f:?}");
+    // Two seconds after its FIN with its 24 bytes still unacknowledged, the reset throws
+    // them away: named.
+    let f = run(&lines(2_040));
+    assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
+}

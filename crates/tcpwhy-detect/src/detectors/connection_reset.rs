@@ -8,8 +8,8 @@
 //! A reset of a connection with nothing outstanding (an idle connection closed by RST after
 //! its last exchange, as browsers and load balancers do) is a close, not a finding; so is a
 //! reset answering the peer's FIN, a reset from a side that had already closed with its own
-//! FIN, everything it sent delivered (it answers data the peer sent after that close: the
-//! close ended the connection), a reset of a handshake never completed (a refused or
+//! FIN, everything it sent delivered or its FIN less than a round trip old (it answers data
+//! the peer sent after that close, or that crossed it: the close ended the connection), a reset of a handshake never completed (a refused or
 //! scanned port: `syn-refused`), and a client resetting its own acknowledged request within a
 //! second with nothing in flight (it sent and dropped on purpose; after a second or more it
 //! gave up waiting, and that is named).
@@ -144,8 +144,15 @@ impl Detector for ConnectionReset {
         // reset answers data the peer sent after that close (a closed socket's answer, RFC
         // 9293 section 3.10.7.1; Linux resets instead of sending a FIN when it closes with
         // data unread). The close ended the connection; the peer wrote into it afterwards.
+        // Its own last bytes may still be in flight when the peer's data, crossing its FIN,
+        // draws the reset: within a round trip of the FIN nothing could have acknowledged
+        // them (a TLS close_notify, a protocol's goodbye message sent with the FIN).
         let me = ev.from as usize;
-        let closed_before = c.endpoint(ev.from).fin.is_some() && in_flight[me] == 0;
+        let crossed = c.endpoint(ev.from).fin.is_some_and(|fin| {
+            super::rtt_ns(c).is_some_and(|rtt| ev.at.ts_ns - fin.ts_ns < rtt)
+        });
+        let closed_before =
+            c.endpoint(ev.from).fin.is_some() && (in_flight[me] == 0 || crossed);
         if !outstanding || deliberate || closed_before {
             return;
         }
