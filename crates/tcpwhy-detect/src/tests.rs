@@ -2148,3 +2148,27 @@ fn a_reset_answering_data_that_crossed_the_resetters_fin_is_a_close() {
     let f = run(&lines(2_040));
     assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
 }
+
+#[test]
+fn the_answer_to_a_keepalive_probe_is_not_data_the_capture_missed() {
+    // http_ipv6.pcap, pinterest.pcap, tumblr.pcap (nDPI): a capture that begins at an idle
+    // connection's keep-alive probe (no data, sequence one below the next, RFC 9293 section
+    // 3.8.4); the peer's ACK is one above it. Nothing was missed. Three above (no probe
+    // answers that way): 3 bytes the capture did not see.
+    let probe = |ack: u32| {
+        run(&[
+            (0, C, ACK, 1000, 5000, 0, 1000, &[]),
+            (18, S, ACK, 5000, ack, 0, 1000, &[]),
+        ])
+    };
+    assert!(
+        !ids(&probe(1001)).contains(&"capture-loss"),
+        "{:?}",
+        probe(1001)
+    );
+    assert!(
+        ids(&probe(1003)).contains(&"capture-loss"),
+        "{:?}",
+        probe(1003)
+    );
+}

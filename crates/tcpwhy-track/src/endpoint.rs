@@ -909,7 +909,14 @@ impl Endpoint {
             }
         }
         if let Some(next) = self.next_seq() {
-            if ack > next {
+            // One past a side first seen mid-stream that has sent no data: the answer to a
+            // keep-alive probe (sent one below the next sequence, RFC 9293 section 3.8.4) or
+            // to a FIN the capture missed, not data it missed.
+            let keepalive_reply =
+                ack.diff(next) == 1 && self.isn().is_none() && self.unique_bytes == 0;
+            if ack > next && keepalive_reply {
+                self.set_next_seq(ack);
+            } else if ack > next {
                 // Acknowledges bytes never seen at all: the capture missed the end of a flight,
                 // or will see it after this ACK (a hole that a late segment may still fill).
                 let u = self.unusual();
