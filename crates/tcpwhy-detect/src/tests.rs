@@ -2172,3 +2172,22 @@ fn the_answer_to_a_keepalive_probe_is_not_data_the_capture_missed() {
         probe(1003)
     );
 }
+
+#[test]
+fn two_duplicate_acks_or_the_latest_sack_start_recovery() {
+    // anyconnect-vpn.pcap (nDPI): two duplicate ACKs, the resend 82 us later, 44 ms after
+    // the original on a 42 ms path: early retransmit or RACK, no timer (200 ms at least).
+    assert_eq!(ids(&run(&lost_second_segment(2))), ["fast-retransmit"]);
+    // tumblr.pcap (nDPI): SACK blocks arrive for 140 ms (the first at 21 ms, the last at
+    // 160 ms, on a 10 ms path) before the hole is resent at 161 ms: recovery, timed from the
+    // latest SACK, not from the first.
+    let mut lines = with_hs(&[]);
+    for i in 0..3u32 {
+        lines.push((11, S, ACK, 5001 + i * 100, 1001, 100, 1000, &[]));
+    }
+    for t in (21..=160).step_by(20) {
+        lines.push((t, C, ACK, 1001, 5001, 0, 1000, &[(5101, 5301)]));
+    }
+    lines.push((161, S, ACK, 5001, 1001, 100, 1000, &[]));
+    assert_eq!(ids(&run(&lines)), ["fast-retransmit"]);
+}

@@ -424,8 +424,12 @@ impl State {
             }
             match self.is(ACKED).then_some(self.last_ack) {
                 Some(a) if seg.ack == a && seg.payload_len == 0 && !seg.flags.fin() => {
+                    // From the second duplicate on, each is one the sender's loss detection
+                    // acts on (three by RFC 5681; two or one by early retransmit, RFC 5827,
+                    // and RACK, RFC 8985, with few segments in flight): a resend within a
+                    // round trip of the latest one is recovery, not a timer's.
                     self.dupacks = self.dupacks.saturating_add(1);
-                    if self.dupacks == 3 {
+                    if self.dupacks >= 2 {
                         self.trigger(ev.at);
                     }
                 }
@@ -452,10 +456,11 @@ impl State {
                     // A D-SACK: data received twice (RFC 2883 section 4).
                     return Some(Event::Dsack(o.sack_first));
                 }
-                if !self.is(SACKED) {
-                    self.flags |= SACKED;
-                    self.trigger(ev.at);
-                }
+                // Every SACK block reports data past a hole: the latest is what a sender in
+                // recovery (SACK on, whether or not the capture saw the handshake agree to
+                // it) resends after.
+                self.flags |= SACKED;
+                self.trigger(ev.at);
             }
             return None;
         }
