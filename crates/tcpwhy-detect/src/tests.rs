@@ -2191,3 +2191,22 @@ fn two_duplicate_acks_or_the_latest_sack_start_recovery() {
     lines.push((161, S, ACK, 5001, 1001, 100, 1000, &[]));
     assert_eq!(ids(&run(&lines)), ["fast-retransmit"]);
 }
+
+#[test]
+fn data_resent_after_the_peer_reset_the_connection_waits_for_nobody() {
+    // skype_no_unknown.pcap (nDPI): the server sends its FIN and then a reset the client
+    // ignores (out of its window); the client goes on resending 100 bytes for seconds into a
+    // connection nobody holds. No loss is named. The same resends before any reset: a timeout.
+    let lines = |reset: bool| {
+        let mut l = with_hs(&[(20, C, ACK | PSH, 1001, 5001, 100, 1000, &[])]);
+        if reset {
+            l.push((25, S, RST, 9999, 0, 0, 0, &[]));
+        }
+        l.push((300, C, ACK | PSH, 1001, 5001, 100, 1000, &[]));
+        l.push((900, C, ACK | PSH, 1001, 5001, 100, 1000, &[]));
+        l
+    };
+    assert!(ids(&run(&lines(false))).contains(&"rto-retransmission"));
+    let f = run(&lines(true));
+    assert!(!ids(&f).contains(&"rto-retransmission"), "{f:?}");
+}

@@ -496,8 +496,10 @@ impl State {
             return None;
         }
         // A SYN sent again with the data it carries is a retry of the handshake (the handshake
-        // detectors name it), not data resent after a timeout.
-        if seg.flags.syn() {
+        // detectors name it), not data resent after a timeout. Nor is data resent after the
+        // peer reset the connection (a sender that ignored the reset as out of its window
+        // resends into a connection nobody holds): nobody waits for it.
+        if seg.flags.syn() || c.endpoint(me.other()).rst().is_some() {
             return None;
         }
         let original = if upstream {
