@@ -2210,3 +2210,25 @@ fn data_resent_after_the_peer_reset_the_connection_waits_for_nobody() {
     let f = run(&lines(true));
     assert!(!ids(&f).contains(&"rto-retransmission"), "{f:?}");
 }
+
+#[test]
+fn a_zero_window_after_the_peers_fin_holds_nothing_back() {
+    // skype.pcap 50117 (nDPI): both FINs exchanged, then the client's last ACK with a zero
+    // window. Nothing more could come: no stall. The same zero window before any FIN, opened
+    // 100 ms later: a 100 ms zero-window stall.
+    let after_fin = run(&with_hs(&[
+        (20, S, ACK | PSH | FIN, 5001, 1001, 100, 1000, &[]),
+        (21, C, ACK | FIN, 1001, 5102, 0, 1000, &[]),
+        (30, C, ACK, 1002, 5102, 0, 0, &[]),
+    ]));
+    assert!(!ids(&after_fin).contains(&"zero-window"), "{after_fin:?}");
+    let before = run(&with_hs(&[
+        (20, S, ACK | PSH, 5001, 1001, 100, 1000, &[]),
+        (21, C, ACK, 1001, 5101, 0, 0, &[]),
+        (121, C, ACK, 1001, 5101, 0, 1000, &[]),
+        (122, S, ACK | PSH, 5101, 1001, 100, 1000, &[]),
+    ]));
+    let z: Vec<&Finding> = before.iter().filter(|f| f.id == "zero-window").collect();
+    assert_eq!(z.len(), 1, "{before:?}");
+    assert_eq!(z[0].cost_ns, 100 * MS);
+}

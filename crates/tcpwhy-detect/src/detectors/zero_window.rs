@@ -3,6 +3,9 @@
 //! **Signal.** A side advertises a receive window of 0: its application is not reading. The
 //! peer stops sending and probes (persist timer) until a window update opens it again.
 //!
+//! A zero window advertised after the peer's FIN is not one: nothing more can come (a closed
+//! socket's last ACK).
+//!
 //! **Evidence.** The first zero-window segment and the window update. Details: how many
 //! stalls, whether the last one recovered before the capture ended.
 //!
@@ -45,12 +48,17 @@ impl Detector for ZeroWindow {
     fn segment(
         &mut self,
         cs: &mut ConnState,
-        _c: &Connection,
+        c: &Connection,
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
         let f = ev.seg.flags;
         if f.syn() || f.rst() {
+            return;
+        }
+        // After the peer's FIN nothing more comes to hold back: a zero window then is a
+        // closed socket's last ACK, not a reader that stopped.
+        if ev.seg.window == 0 && c.endpoint(ev.from.other()).fin.is_some() {
             return;
         }
         // A direction gets its state at its first zero window: most never advertise one
