@@ -2232,3 +2232,21 @@ fn a_zero_window_after_the_peers_fin_holds_nothing_back() {
     assert_eq!(z.len(), 1, "{before:?}");
     assert_eq!(z[0].cost_ns, 100 * MS);
 }
+
+#[test]
+fn a_refusal_then_the_same_syn_answered_costs_the_wait_until_it() {
+    // rtsp.pcap 289 (nDPI): a Windows client's SYN refused at 1 ms; it sends the same SYN
+    // (same ISN) again 505 ms after the reset, and that one is answered: 506 ms lost, from
+    // the first SYN to the one answered.
+    let f = run(&[
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1, S, RST | ACK, 0, 1001, 0, 0, &[]),
+        (506, C, SYN, 1000, 0, 0, 1000, &[]),
+        (507, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (507, C, ACK, 1001, 5001, 0, 1000, &[]),
+    ]);
+    let r: Vec<&Finding> = f.iter().filter(|f| f.id == "syn-refused").collect();
+    assert_eq!(r.len(), 1, "{f:?}");
+    assert_eq!(r[0].cost_ns, 506 * MS);
+    assert_eq!(r[0].frames, [1, 2, 3]);
+}

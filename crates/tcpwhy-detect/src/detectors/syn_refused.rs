@@ -6,7 +6,9 @@
 //! **Evidence.** The SYN and the RST. Details: how many SYNs were refused.
 //!
 //! **Cost.** From the first SYN to the last reset: one round trip when the client gives up at
-//! once, seconds when it sends the same SYN again with backoff and is refused each time.
+//! once, seconds when it sends the same SYN again with backoff and is refused each time. When
+//! a SYN sent again after the resets is answered (the service came up; Windows retries a
+//! refused connect() after about 0.5 s), from the first SYN to that SYN.
 //!
 //! **Known false positives.** A listener whose accept queue is full with
 //! net.ipv4.tcp_abort_on_overflow=1 also answers with resets.
@@ -82,7 +84,27 @@ impl Detector for SynRefused {
         if last != rst {
             f.frames.push(last.frame());
         }
-        f.explanation = if st.refusals > 1 {
+        // Refused, then the SYN sent again after the reset was answered (Windows tries again
+        // after half a second): the time until that SYN is lost, and the connection opened.
+        let answered = c
+            .handshake
+            .syn_ack
+            .and(c.syn())
+            .filter(|retry| retry.ts_ns > last.ts_ns);
+        if let Some(retry) = answered {
+            f.end_ns = retry.ts_ns;
+            f.cost_ns = retry.ts_ns - syn.ts_ns;
+            f.frames.push(retry.frame());
+            f.explanation = format!(
+                "{} refused the first SYN with a reset; the client sent it again {} after the reset and was answered: {} lost.",
+                capitalized(side_name(c, Side::Server)),
+                ms(retry.ts_ns - last.ts_ns),
+                ms(f.cost_ns)
+            );
+        }
+        f.explanation = if answered.is_some() {
+            std::mem::take(&mut f.explanation)
+        } else if st.refusals > 1 {
             format!(
                 "{} refused the connection with a reset {} times; the client tried for {} from its first SYN to the last reset.",
                 capitalized(side_name(c, Side::Server)),
