@@ -12,7 +12,23 @@
 //! - a loss before the capture point inferred from the sender's IPv4 IDs (its first
 //!   transmission never seen): `medium`; from a silence as long as Linux's loss probe alone
 //!   (IPv6: no IDs): `low`;
-//! - packets captured twice (set aside as copies): noted, the level unchanged.
+//! - packets captured twice (set aside as copies): noted, the level unchanged;
+//! - a relay near the capture point ends the client's connection and speaks for the server
+//!   over a leg the capture cannot see (a VPN or capture app's own TCP stack, a virtual
+//!   machine's NAT, a split-TCP middlebox). Its sign: the server's side acknowledges the
+//!   client's data within 10 ms and sooner than its SYN-ACK came, where nothing at the
+//!   server's distance can acknowledge faster than the round trip to it. Then the ACK clock
+//!   is the relay's, so findings read from the server's flights, pauses and holds (and from
+//!   its round-trip samples) are `low`. When the SYN-ACK came without the MSS option the
+//!   client's SYN carried (operating systems' stacks always send it; minimal user-space
+//!   stacks do not), the relay answered the SYN itself, so the handshake does not measure the
+//!   server's round trip either and the server's turns (`server-delay`, `path-latency`) are
+//!   `low` too. Otherwise the sign must be strong (the ACKs in under a quarter of the
+//!   SYN-ACK's time and at least 1 ms sooner, seen away from the server), and the turns keep
+//!   their level: such a relay (a virtual machine's NAT) answers the SYN only once its own
+//!   connection to the server is up, so the handshake took the server's round trip. The
+//!   10 ms keeps out a SYN-ACK that was late on a long path (sent again): the data's ACKs
+//!   then take that path's round trip.
 
 use crate::finding::Level;
 use crate::Finding;
@@ -28,6 +44,9 @@ pub const INFERRED_LOSS: &str =
 pub const DUPLICATES: &str = "some packets were captured twice (set aside as copies)";
 pub const PROBE_TIMING: &str =
     "a loss before the capture point is inferred from a silence as long as Linux's loss probe (no IPv4 IDs to count): a sender pausing that long would look the same";
+
+pub const RELAY: &str = "the server's side acknowledged the client's data sooner than its SYN-ACK came: a relay near the capture point acknowledges for the server, so the server's flights and pauses are timed by the relay";
+pub const RELAY_SYN: &str = "a SYN-ACK without the MSS option the SYN carried, and the client's data acknowledged sooner than it came: a relay near the capture point answered for the server, so the server's turns include a leg the capture cannot see";
 
 /// How long before a finding an ACK revealing a capture miss still concerns it (the miss
 /// happened before the ACK), and how long after it (an ACK reveals a miss a few round trips,
@@ -61,6 +80,44 @@ const TIMED: [&str; 8] = [
 
 /// Findings that take the capture point's share of the round trip off a wait.
 const SPLIT: [&str; 3] = ["server-delay", "client-delay", "path-latency"];
+
+/// Findings that time the server's turns (the server's round trip comes from the handshake).
+const SERVER_TURNS: [&str; 2] = ["server-delay", "path-latency"];
+/// Findings read from the server's flights, pauses and round-trip samples: the server's when
+/// it is the sender (`queueing-delay` has no sender detail).
+const SENDER_TIMED: [&str; 4] = [
+    "sender-limited",
+    "nagle-delayed-ack",
+    "slow-start-restart",
+    "rwnd-limited",
+];
+
+/// What a relay near the capture point takes from the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relay {
+    /// The relay acknowledges the client's data: the ACK clock is the relay's.
+    Acks,
+    /// The relay also answered the SYN itself: the handshake is the relay's as well.
+    AnswersSyn,
+}
+
+/// Whether a relay near the capture point acknowledges for the server, and how much of the
+/// server's timing it takes (the module's doc says how it shows).
+pub fn relay(c: &Connection) -> Option<Relay> {
+    const MS: i64 = 1_000_000;
+    let syn_ack = c.syn_to_syn_ack_ns()?;
+    let ack = c.client.ack_rtt.median_ns()?;
+    if ack >= syn_ack || ack > 10 * MS {
+        return None;
+    }
+    if c.server.mss().is_none() && c.client.mss().is_some() {
+        return Some(Relay::AnswersSyn);
+    }
+    // Near the server its own ACKs come at once: "far sooner" means something only away
+    // from it.
+    let away = matches!(c.vantage(), Vantage::NearClient | Vantage::Middle);
+    (away && ack * 4 < syn_ack && syn_ack - ack >= MS).then_some(Relay::Acks)
+}
 
 /// Lower `f`'s confidence for what the capture leaves uncertain about `c`.
 pub fn assess(c: &Connection, f: &mut Finding) {
@@ -101,6 +158,15 @@ pub fn assess(c: &Connection, f: &mut Finding) {
             conf.lower(Level::Low, PROBE_TIMING);
         } else if d.lost_before_capture_point > 0 {
             conf.lower(Level::Medium, INFERRED_LOSS);
+        }
+    }
+    let clocked = f.id == "queueing-delay"
+        || (SENDER_TIMED.contains(&f.id) && f.details.sender() == Some("server"));
+    if clocked || SERVER_TURNS.contains(&f.id) {
+        match relay(c) {
+            Some(Relay::AnswersSyn) => conf.lower(Level::Low, RELAY_SYN),
+            Some(Relay::Acks) if clocked => conf.lower(Level::Low, RELAY),
+            _ => {}
         }
     }
     if c.client.duplicates() + c.server.duplicates() > 0 {

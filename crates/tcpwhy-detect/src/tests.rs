@@ -81,6 +81,19 @@ fn drive_port(
     server_port: u16,
     lines: &[Line],
 ) -> Collect {
+    drive_full(disabled, scale, mptcp, server_port, [None, None], lines)
+}
+
+/// The same with `mss[0]` as the MSS option of the client's SYNs and `mss[1]` of the
+/// server's.
+fn drive_full(
+    disabled: &[String],
+    scale: Option<u8>,
+    mptcp: bool,
+    server_port: u16,
+    mss: [Option<u16>; 2],
+    lines: &[Line],
+) -> Collect {
     let port = |p: u16| if p == S.1 { server_port } else { p };
     let mut out = Collect::default();
     let mut det = Detectors::new(disabled, &mut out);
@@ -96,6 +109,7 @@ fn drive_port(
                 .first()
                 .map_or((Seq(0), Seq(0)), |b| (Seq(b.0), Seq(b.1))),
             window_scale: scale.filter(|_| flags & SYN != 0),
+            mss: mss[usize::from(from == S)].filter(|_| flags & SYN != 0),
             mptcp,
             ..TcpOptions::default()
         };
@@ -422,6 +436,84 @@ fn syn_unanswered_ladder_fingerprints() {
     );
     // One SYN answered at once: nothing.
     assert!(run(&HS).is_empty());
+}
+
+#[test]
+fn a_relay_that_acknowledges_for_the_server_makes_its_timing_low_confidence() {
+    // A request, the server side's ACK `ack_ms` later, the answer at 300 ms.
+    let exchange = |ack_ms: i64| -> Vec<Line> {
+        vec![
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (20 + ack_ms, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (300, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+            (310, C, ACK, 1101, 5501, 0, 1000, &[]),
+        ]
+    };
+    let relayed = |f: &[Finding]| {
+        let d = f.iter().find(|x| x.id == "server-delay");
+        d.map(|d| {
+            (
+                d.confidence.level,
+                d.confidence.reasons.contains(&confidence::RELAY_SYN),
+            )
+        })
+    };
+    // Seen at the client (SYN-ACK 10 ms after the SYN, the handshake's ACK at once): an ACK
+    // of the request 1 ms after it comes from something ten times nearer than the server. A
+    // relay that answered the SYN only once its own connection was up (the handshake took
+    // the server's round trip): the server's turn keeps its level.
+    let c = drive(&with_hs(&exchange(1)));
+    let conn = c.last.as_ref().expect("one connection");
+    assert_eq!(confidence::relay(conn), Some(confidence::Relay::Acks));
+    assert_eq!(
+        relayed(&c.findings),
+        Some((Level::High, false)),
+        "{:?}",
+        c.findings
+    );
+    // After one round trip it is the server's own stack.
+    let c = drive(&with_hs(&exchange(10)));
+    assert_eq!(confidence::relay(c.last.as_ref().expect("one")), None);
+    assert_eq!(
+        relayed(&c.findings),
+        Some((Level::High, false)),
+        "{:?}",
+        c.findings
+    );
+    // The server's own ACK clock is the relay's, though: a server segment held until the
+    // client's late ACK (Nagle, by the look of it) was held by the relay.
+    let held = |ack_ms: i64| {
+        let f = run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (20 + ack_ms, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (31, S, ACK | PSH, 5001, 1101, 100, 1000, &[]),
+            (71, C, ACK, 1101, 5101, 0, 1000, &[]),
+            (71, S, ACK | PSH, 5101, 1101, 10, 1000, &[]),
+            (81, C, ACK, 1101, 5111, 0, 1000, &[]),
+        ]));
+        let n = f.iter().find(|x| x.id == "nagle-delayed-ack").cloned();
+        n.map(|n| (n.details.sender(), n.confidence.level))
+    };
+    assert_eq!(held(1), Some((Some("server"), Level::Low)));
+    assert_eq!(held(10), Some((Some("server"), Level::High)));
+    // A SYN-ACK 2 ms after the SYN without the MSS option the SYN carried, and the client's
+    // handshake ACK 10 ms later (the relay reads its tun in batches, so the capture looks
+    // near the server): an ACK of the request in 1 ms, sooner than that SYN-ACK, is the
+    // relay's.
+    let bare = |server_mss: Option<u16>| {
+        let mut lines: Vec<Line> = vec![
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (2, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (12, C, ACK, 1001, 5001, 0, 1000, &[]),
+        ];
+        lines.extend(exchange(1));
+        drive_full(&[], None, false, S.1, [Some(1460), server_mss], &lines).findings
+    };
+    let f = bare(None);
+    assert_eq!(relayed(&f), Some((Level::Low, true)), "{f:?}");
+    // With the option, a server's stack this near (the capture at the server) ACKs at once.
+    let f = bare(Some(1460));
+    assert_eq!(relayed(&f).map(|r| r.1), Some(false), "{f:?}");
 }
 
 #[test]
