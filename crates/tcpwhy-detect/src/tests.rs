@@ -517,6 +517,33 @@ fn a_relay_that_acknowledges_for_the_server_makes_its_timing_low_confidence() {
 }
 
 #[test]
+fn server_data_that_does_not_acknowledge_the_request_does_not_answer_it() {
+    // skype.pcap's blackouts (frames 1502-2306): the server acknowledges the first message,
+    // the second is sent again and again, never acknowledged, and the server's data 5 s
+    // later still acknowledges only the first (it left before the second reached it).
+    let blackout = |answer_ack: u32| {
+        run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (30, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (31, C, ACK | PSH, 1101, 5001, 60, 1000, &[]),
+            (431, C, ACK | PSH, 1101, 5001, 60, 1000, &[]),
+            (1231, C, ACK | PSH, 1101, 5001, 60, 1000, &[]),
+            (5000, S, ACK | PSH, 5001, answer_ack, 80, 1000, &[]),
+        ]))
+    };
+    let f = blackout(1101);
+    assert!(f.iter().all(|x| x.id != "server-delay"), "{f:?}");
+    // An answer that acknowledges the message: the server had it and took its time, from
+    // the last copy sent (1231 ms) less the 10 ms round trip.
+    let f = blackout(1161);
+    let d = f
+        .iter()
+        .find(|x| x.id == "server-delay")
+        .expect("server-delay");
+    assert_eq!(d.cost_ns, (5000 - 1231 - 10) * MS);
+}
+
+#[test]
 fn server_delay_counts_server_time_beyond_the_round_trip() {
     let f = run(&with_hs(&[
         (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),

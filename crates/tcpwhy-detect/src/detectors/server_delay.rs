@@ -15,6 +15,11 @@
 //! A server that speaks first (SMTP, FTP, POP3, IMAP, MySQL, SSH on their ports) owes its
 //! greeting once the handshake completes: a greeting withheld is the server's time too.
 //!
+//! The answer is data whose acknowledgment covers the request: data that acknowledges less
+//! left the server before the request reached it (messages crossing, or a request lost on
+//! the way and sent again into a blackout), so it is no answer, and the request is dropped
+//! (what the server sends later is its next message, not an answer).
+//!
 //! Not counted, as a careful reader of the packets would not: a reply that is not the server
 //! working but someone's timer or a person, to a request that began after a second or more of
 //! quiet from the server (a turn a person or a timer started, not a machine asking right after
@@ -152,6 +157,16 @@ impl Detector for ServerDelay {
                 let Some(req) = st.request_last.take() else {
                     return;
                 };
+                // Data whose ACK does not cover all the client sent (its FIN aside) left the
+                // server before the request reached it: the server speaks on its own
+                // (messages crossing) or the request was lost on the way (sent again into a
+                // blackout). Either way this is no answer, and what the server sends later
+                // is its next message, not one.
+                let sent = c.client.next_seq().map(|n| n - u32::from(c.client.fin.is_some()));
+                if sent.is_some_and(|n| ev.seg.ack < n) {
+                    st.acked = None;
+                    return;
+                }
                 let quiet_before = cs.server_delay_exchanges & QUIET != 0;
                 cs.server_delay_exchanges += 1;
                 // The capture point's round trip to the server, from the handshake split.
