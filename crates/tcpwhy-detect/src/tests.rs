@@ -544,6 +544,26 @@ fn server_data_that_does_not_acknowledge_the_request_does_not_answer_it() {
 }
 
 #[test]
+fn an_ack_too_soon_after_the_resend_at_the_sender_answers_the_original() {
+    // Captured at the client (SYN-ACK 10 ms after the SYN, the handshake's ACK at once): its
+    // request, resent after 240 ms, and the server's ACK of it `ack_ms` after the resend
+    // (tumblr.pcap frames 2979, 3269, 3334: 8.6 ms against a 22.7 ms round trip, echoing the
+    // original's TSval).
+    let resent = |ack_ms: i64| {
+        let f = run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (260, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (260 + ack_ms, S, ACK, 5001, 1101, 0, 1000, &[]),
+        ]));
+        ids(&f)
+    };
+    // 2 ms: no ACK of the resend comes back in less than half the 10 ms round trip.
+    assert_eq!(resent(2), ["spurious-retransmission"]);
+    // A round trip later it may answer the resend: a timeout, the original lost.
+    assert_eq!(resent(10), ["rto-retransmission"]);
+}
+
+#[test]
 fn server_delay_counts_server_time_beyond_the_round_trip() {
     let f = run(&with_hs(&[
         (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),

@@ -21,6 +21,9 @@ pub(crate) struct Retx {
     /// The peer had the data already (acknowledged before the resend; `dsack`: reported twice).
     pub spurious: bool,
     pub dsack: bool,
+    /// ... shown by the ACK that covered it coming, at the sender's side of the path, sooner
+    /// than half a round trip after it: that ACK answered the original.
+    pub acked_too_soon: bool,
     /// The capture never saw the original: lost before the capture point.
     pub upstream: bool,
     /// ... judged from the silence's length alone (a Linux loss probe's timing, no IDs).

@@ -9,8 +9,12 @@
 //! - timeout: any other resend, every resend of a range resent before (backoff), and the
 //!   resends that partial ACKs release after a timeout until everything outstanding then is
 //!   acknowledged (the timeout's recovery);
-//! - spurious: the peer had the data: acknowledged at the capture point before the resend, or
-//!   reported twice by a D-SACK (RFC 2883). Not loss;
+//! - spurious: the peer had the data: acknowledged at the capture point before the resend,
+//!   reported twice by a D-SACK (RFC 2883), or, captured at the resending side of a path of
+//!   2 ms or more, acknowledged sooner than half a round trip after the resend (no ACK of the
+//!   resend can come back that soon: the ACK answered the original, delayed or reordered;
+//!   Eifel's reasoning, RFC 3522, from timing; on a shorter path or loopback the hosts'
+//!   scheduling outweighs the path). Not loss;
 //! - a resend of a segment lost before the capture point (the tracker's judgement,
 //!   `SegmentEvent::lost_wait_ns`: a hole filled late, or an IPv4 ID skipped before a lost
 //!   tail's resend), timed from when the capture last saw the original's flight;
@@ -30,7 +34,7 @@ use super::resend::Retx;
 use super::{rtt_ns, ConnState, Recycle, MS, TIMER_MIN_NS};
 use crate::{Detector, Finding, Info};
 use std::collections::VecDeque;
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side, Vantage};
 use tcpwhy_wire::Seq;
 
 /// A direction's retransmissions: a part of the connection's `Extra` (most connections
@@ -47,6 +51,8 @@ pub(crate) struct Losses {
     list: Vec<Retx>,
     /// Ranges the peer reported receiving twice (D-SACK), at most `LIST`.
     dsacked: Vec<(Seq, Seq)>,
+    /// The first `judged` of `list` have met the first ACK covering them.
+    judged: usize,
     fast: FastRetransmits,
     timeouts: Timeouts,
     spurious: Spurious,
@@ -74,8 +80,25 @@ impl Losses {
         }
     }
 
+    /// The peer's ACK `ack` at `now`, seen at this sender's side of the path: the waiting
+    /// resends it covers for the first time (in the order they were sent, up to the first it
+    /// does not cover) are spurious if it came less than `soon` after them.
+    fn acked(&mut self, ack: Seq, now: i64, soon: i64) {
+        while let Some(r) = self.list.get_mut(self.judged) {
+            if ack < r.end {
+                break;
+            }
+            if !r.spurious && now - r.at.ts_ns < soon {
+                r.spurious = true;
+                r.acked_too_soon = true;
+            }
+            self.judged += 1;
+        }
+    }
+
     /// Every waiting retransmission into its class, in the order they were sent.
     fn classify_waiting(&mut self) {
+        self.judged = 0;
         for mut r in self.list.drain(..) {
             if self.dsacked.iter().any(|&(a, b)| a < r.end && r.start < b) {
                 r.spurious = true;
@@ -268,6 +291,35 @@ impl Detector for Retransmissions {
                     l.synacks_again += 1;
                 }
                 None => {}
+            }
+            // The peer's ACK, captured at this sender's side of the path.
+            if side != ev.from && ev.seg.flags.ack() {
+                let Some(l) = cs.extra.peek_mut::<Losses>(side) else {
+                    continue;
+                };
+                if l.judged == l.list.len() {
+                    continue;
+                }
+                let near = match c.vantage() {
+                    Vantage::NearServer => side == Side::Server,
+                    Vantage::NearClient => side == Side::Client,
+                    Vantage::Local | Vantage::Middle | Vantage::Unknown => false,
+                };
+                if !near {
+                    continue;
+                }
+                // The shortest round trip seen: the handshake's, or a data sample of this
+                // sender's (a late SYN-ACK makes the handshake's too long).
+                let samples = &c.endpoint(side).ack_rtt;
+                let data = (samples.count() > 0).then_some(samples.min_ns);
+                let rtt = match (rtt_ns(c), data) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                // Under 2 ms (a LAN, loopback) the host's scheduling outweighs the path.
+                if let Some(rtt) = rtt.filter(|r| *r >= 2 * MS) {
+                    l.acked(ev.seg.ack, ev.at.ts_ns, rtt / 2);
+                }
             }
         }
     }
@@ -570,6 +622,7 @@ impl State {
             fast,
             spurious: !upstream && peer_acked.is_some_and(|a| a >= end),
             dsack: false,
+            acked_too_soon: false,
             upstream,
             by_timing: ev.lost_by_timing,
             tail: end >= highest,

@@ -1,12 +1,14 @@
 //! # spurious-retransmission: data sent again that the receiver already had
 //!
 //! **Signal.** A segment is sent again although the receiver had it: the receiver's ACK for
-//! it was captured before the resend, or the receiver reported the resend as received twice
-//! with a D-SACK block (RFC 2883). Nothing was lost. What fired the resend tells the cause: a
-//! retransmission timer that expired before the ACK came back (a delay spike on the path, or
-//! a receiver that held its ACK longer than the sender's RTO: delayed ACKs of 200 ms against
-//! a 200 ms minimum RTO), duplicate ACKs from reordering, or a stack or middlebox that sends
-//! the same data twice within a round trip.
+//! it was captured before the resend, the receiver reported the resend as received twice
+//! with a D-SACK block (RFC 2883), or, captured at the sender's side of the path, the ACK
+//! covering it came less than half a round trip after the resend (too soon to answer it).
+//! Nothing was lost. What fired the resend tells the cause: a retransmission timer that
+//! expired before the ACK came back (a delay spike on the path, or a receiver that held its
+//! ACK longer than the sender's RTO: delayed ACKs of 200 ms against a 200 ms minimum RTO),
+//! duplicate ACKs from reordering, or a stack or middlebox that sends the same data twice
+//! within a round trip.
 //!
 //! **Evidence.** The original transmission and the resend. Details: how many, how many proven
 //! by D-SACK, the waits, the round trip, the cause.
@@ -43,6 +45,8 @@ pub(super) struct Spurious {
     seen: Vec<Retx>,
     count: u32,
     dsack: u32,
+    /// Acknowledged, at the sender's side, too soon after the resend to answer it.
+    too_soon: u32,
     fast: u32,
     /// Waits (original to resend), the first `KEEP`.
     waits: Vec<i64>,
@@ -52,6 +56,7 @@ impl Spurious {
     pub fn add(&mut self, r: Retx) {
         self.count += 1;
         self.dsack += u32::from(r.dsack);
+        self.too_soon += u32::from(r.acked_too_soon && !r.dsack);
         self.fast += u32::from(r.fast);
         if r.original.is_some() && self.waits.len() < KEEP {
             self.waits.push(r.at.ts_ns - r.from_ns);
@@ -66,6 +71,7 @@ impl Spurious {
     pub fn merge(&mut self, other: Spurious) {
         self.count += other.count;
         self.dsack += other.dsack;
+        self.too_soon += other.too_soon;
         self.fast += other.fast;
         let room = KEEP.saturating_sub(self.waits.len());
         self.waits.extend(other.waits.into_iter().take(room));
@@ -97,11 +103,19 @@ impl Spurious {
         f.cost_ns = 0;
         f.frames = evidence(&self.seen);
         f.explanation = format!(
-            "{} sent data again {} time{} that the receiver already had ({} proven by D-SACK, the rest acknowledged before the resend){}: {cause}. Nothing was lost to it.",
+            "{} sent data again {} time{} that the receiver already had ({} proven by D-SACK, {}the rest acknowledged before the resend){}: {cause}. Nothing was lost to it.",
             side_name(c, side),
             self.count,
             if self.count == 1 { "" } else { "s" },
             self.dsack,
+            if self.too_soon > 0 {
+                format!(
+                    "{} acknowledged sooner after the resend than half a round trip, so by the original; ",
+                    self.too_soon
+                )
+            } else {
+                String::new()
+            },
             match (median, rtt) {
                 (Some(w), Some(r)) => format!("; waits {} against a {} round trip", ms(w), ms(r)),
                 (Some(w), None) => format!("; waits {}", ms(w)),
