@@ -104,7 +104,7 @@ pub enum Relay {
 /// Whether a relay near the capture point acknowledges for the server, and how much of the
 /// server's timing it takes (the module's doc says how it shows).
 pub fn relay(c: &Connection) -> Option<Relay> {
-    const MS: i64 = 1_000_000;
+    use crate::model::MS;
     let syn_ack = c.syn_to_syn_ack_ns()?;
     let ack = c.client.ack_rtt.median_ns()?;
     if ack >= syn_ack || ack > 10 * MS {

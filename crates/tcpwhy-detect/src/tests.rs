@@ -160,6 +160,16 @@ const HS: [Line; 3] = [
     (10, C, ACK, 1001, 5001, 0, 1000, &[]),
 ];
 
+/// A handshake seen at the client: its SYN at 0, the SYN-ACK `rtt` ms later and the client's
+/// ACK at once; every window `window`.
+fn handshake(rtt: i64, window: u16) -> Vec<Line> {
+    vec![
+        (0, C, SYN, 1000, 0, 0, window, &[]),
+        (rtt, S, SYN | ACK, 5000, 1001, 0, window, &[]),
+        (rtt, C, ACK, 1001, 5001, 0, window, &[]),
+    ]
+}
+
 fn with_hs(rest: &[Line]) -> Vec<Line> {
     HS.iter().chain(rest).copied().collect()
 }
@@ -1151,12 +1161,8 @@ fn response(lines: &mut Vec<Line>, t0: i64, seq: u32, ack: u32, flights: &[(i64,
 /// 10, 20, 40 and 80 segments one 50 ms round trip apart (the second restarted if
 /// `restarted`, else in one flight).
 fn two_responses(idle: i64, restarted: bool) -> Vec<Line> {
-    let mut l: Vec<Line> = vec![
-        (0, C, SYN, 1000, 0, 0, 65535, &[]),
-        (50, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
-        (50, C, ACK, 1001, 5001, 0, 65535, &[]),
-        (60, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
-    ];
+    let mut l = handshake(50, 65535);
+    l.push((60, C, ACK | PSH, 1001, 5001, 100, 65535, &[]));
     let slow = [(0, 10), (50, 20), (100, 40), (150, 80)];
     let seq = response(&mut l, 110, 5001, 1101, &slow);
     let t = 260 + idle;
@@ -1223,11 +1229,7 @@ fn request_response_turns_after_idle_are_not_flights_of_one_burst() {
     // HTTP keep-alive after idle (cs_http_dvwa_clearlogin's shape): four requests, each
     // answered by 1-4 segments one round trip later. Each response is its own burst, and none
     // is larger than its first flight: no restart, however the turns line up.
-    let mut l: Vec<Line> = vec![
-        (0, C, SYN, 1000, 0, 0, 65535, &[]),
-        (3, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
-        (3, C, ACK, 1001, 5001, 0, 65535, &[]),
-    ];
+    let mut l = handshake(3, 65535);
     let (mut cseq, mut sseq, mut t) = (1001u32, 5001u32, 10i64);
     for (i, n) in [7u32, 1, 2, 1, 1, 4].into_iter().enumerate() {
         if i == 1 {
@@ -2241,11 +2243,7 @@ fn an_exchange_slowed_by_something_else_counts_the_typical_round_trips_of_the_pa
     // pause or a timeout: zcash.pcap, signal.pcap in nDPI's tests). The path's share of the
     // long one is the median exchange's single round trip, not 100: cost = handshake 40 +
     // 3 x 40 = 160 ms.
-    let mut l: Vec<Line> = vec![
-        (0, C, SYN, 1000, 0, 0, 1000, &[]),
-        (40, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
-        (40, C, ACK, 1001, 5001, 0, 1000, &[]),
-    ];
+    let mut l = handshake(40, 1000);
     let (mut c, mut s, mut t) = (1001u32, 5001u32, 50i64);
     for took in [40, 40, 4_000] {
         l.push((t, C, ACK | PSH, c, s, 100, 1000, &[]));

@@ -9,10 +9,11 @@
 //! its last exchange, as browsers and load balancers do) is a close, not a finding; so is a
 //! reset answering the peer's FIN, a reset from a side that had already closed with its own
 //! FIN, everything it sent delivered or its FIN less than a round trip old (it answers data
-//! the peer sent after that close, or that crossed it: the close ended the connection), a reset of a handshake never completed (a refused or
-//! scanned port: `syn-refused`), and a client resetting its own acknowledged request within a
-//! second with nothing in flight (it sent and dropped on purpose; after a second or more it
-//! gave up waiting, and that is named).
+//! the peer sent after that close, or that crossed it: the close ended the connection), a
+//! reset of a handshake never completed (a refused or scanned port: `syn-refused`), and a
+//! client resetting its own acknowledged request within a second with nothing in flight (it
+//! sent and dropped on purpose; after a second or more it gave up waiting, and that is
+//! named).
 //!
 //! **Evidence.** The open request's first segment (if any), the first RST, the last RST (a
 //! peer that keeps sending into a reset connection draws one reset per segment). Details: who
@@ -22,11 +23,12 @@
 //! An RST that acknowledges (RST,ACK) every byte the peer sent shows none of the peer's data
 //! was in flight: a close with unread data (a TLS close_notify) after a complete response.
 //!
-//! **Cost.** From the open request's first byte (or, with only data in flight, the last data
-//! before the reset) to the reset, or to the resetter's own FIN when it closed first (it gave
-//! up there; its reset answers late data): time spent on work that never completed, less the time in
-//! it that retransmission findings on the connection already count (a sender that resets
-//! after its resends went unanswered for a minute has lost that minute once, not twice).
+//! **Cost.** From the open request's first byte (or, with only data in flight, the last
+//! data before the reset) to the reset, or to the resetter's own FIN when it closed first
+//! (it gave up there; its reset answers late data): time spent on work that never
+//! completed, less the time in it that retransmission findings on the connection already
+//! count (a sender that resets after its resends went unanswered for a minute has lost that
+//! minute once, not twice).
 //!
 //! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one

@@ -498,6 +498,11 @@ impl States {
     }
 }
 
+/// The largest segment `side` may send: the MSS its peer announced (536 without one, RFC 9293).
+pub(crate) fn send_mss(c: &Connection, side: Side) -> u32 {
+    u32::from(c.endpoint(side.other()).mss().unwrap_or(536))
+}
+
 pub(crate) fn side_name(c: &Connection, side: Side) -> String {
     let e = c.endpoint(side);
     let ep = match e.addr {

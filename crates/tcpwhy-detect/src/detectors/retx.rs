@@ -309,13 +309,11 @@ impl Detector for Retransmissions {
                     continue;
                 }
                 // The shortest round trip seen: the handshake's, or a data sample of this
-                // sender's (a late SYN-ACK makes the handshake's too long).
+                // sender's, as the capture at its side measures it (a late SYN-ACK makes the
+                // handshake's too long).
                 let samples = &c.endpoint(side).ack_rtt;
                 let data = (samples.count() > 0).then_some(samples.min_ns);
-                let rtt = match (rtt_ns(c), data) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                let rtt = rtt_ns(c).into_iter().chain(data).min();
                 // Under 2 ms (a LAN, loopback) the host's scheduling outweighs the path.
                 if let Some(rtt) = rtt.filter(|r| *r >= 2 * MS) {
                     l.acked(ev.seg.ack, ev.at.ts_ns, rtt / 2);
@@ -363,14 +361,14 @@ impl Detector for Retransmissions {
             let (fast, timeouts, spurious) = if accept {
                 let (queue, path): (Vec<Retx>, Vec<Retx>) =
                     l.list.iter().partition(|r| r.peer_silent);
-                let mut q = Losses {
+                let q = Losses {
                     list: queue,
                     dsacked: l.dsacked.clone(),
                     ..Losses::default()
                 };
                 let mut rest = l;
                 rest.list = path;
-                let (qf, qt, qs) = std::mem::take(&mut q).classify();
+                let (qf, qt, qs) = q.classify();
                 accept_queue_full::report(c, synack_again, &qf, &qt, out);
                 let (fast, timeouts, mut spurious) = rest.classify();
                 spurious.merge(qs);

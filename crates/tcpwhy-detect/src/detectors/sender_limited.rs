@@ -44,7 +44,7 @@
 //! **References.** Zhou et al., "Demystifying and Mitigating TCP Stalls at the Server Side"
 //! (TAPO, CoNEXT 2015); docs/tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, send_mss, side_name, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::model::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
@@ -95,7 +95,7 @@ impl Detector for SenderLimited {
             return;
         }
         // A message smaller than a segment before the pause: the end of a message.
-        let mss = u64::from(c.endpoint(s.sender.other()).mss().unwrap_or(536));
+        let mss = u64::from(send_mss(c, s.sender));
         if s.run_bytes < mss {
             return;
         }

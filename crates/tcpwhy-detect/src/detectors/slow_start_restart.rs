@@ -7,8 +7,9 @@
 //! before the gap (since its last loss: a loss cuts the window), and the rest of the burst
 //! follows one round trip later, clocked by the ACKs, growing as slow start does (the next
 //! round trip carries 1.5 times the first flight or more), released by the ACKs of the first
-//! flight (a peer's ACK of the burst's bytes comes before it), the congestion window restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the
-//! initial window, halved once per RTO of idle). Everything is measured in bytes and in time at
+//! flight (a peer's ACK of the burst's bytes comes before it), the congestion window
+//! restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the initial window, halved once
+//! per RTO of idle). Everything is measured in bytes and in time at
 //! the capture point, so it holds from any vantage point and with offloaded super-segments:
 //! the first flight is the bytes within half a round trip of the burst's first byte; the
 //! window the sender reached is the most bytes it sent in one round trip (in quarter
@@ -32,17 +33,17 @@
 //! rest one round trip later, after the first part's ACK, looks alike (the gap must follow
 //! the first flight by 0.6 to 1.5 round trips, as the ACK clock does). Not counted: a first
 //! flight under two full segments (no stack restarts below that: a smaller one is what the
-//! application wrote; RFC 3390, RFC 5681), a burst whose rest left before any ACK of it, a burst whose first flight the
-//! receiver's window held (a window under twice the first flight), a burst after a
-//! retransmission (the window was cut by loss), bursts without a known round trip,
-//! connections whose handshake the capture missed (the receiver's window scale is unknown:
-//! its window cannot be ruled out). The earlier window is taken within the receiver's window
-//! at the burst's start.
+//! application wrote; RFC 3390, RFC 5681), a burst whose rest left before any ACK of it, a
+//! burst whose first flight the receiver's window held (a window under twice the first
+//! flight), a burst after a retransmission (the window was cut by loss), bursts without a
+//! known round trip, connections whose handshake the capture missed (the receiver's window
+//! scale is unknown: its window cannot be ruled out). The earlier window is taken within
+//! the receiver's window at the burst's start.
 //!
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! docs/tcp-signatures.md section 3.
 
-use super::{rtt_ns, side_name, ConnState, Extras, MS};
+use super::{rtt_ns, send_mss, side_name, ConnState, Extras, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -344,11 +345,6 @@ impl Dir<'_> {
     }
 }
 
-/// The largest segment `side` may send: the MSS its peer announced (536 without one, RFC 9293).
-fn mss(c: &Connection, side: Side) -> u32 {
-    u32::from(c.endpoint(side.other()).mss().unwrap_or(536))
-}
-
 fn record(extra: &mut Extras, side: Side, r: Restart) {
     let f = extra.get::<Found>(side);
     f.count += 1;
@@ -414,7 +410,7 @@ impl Detector for SlowStartRestart {
         let after_idle = gap.is_some_and(|g| g > idle);
         if gap.is_none() || after_idle || d.is(PEER_SPOKE) {
             let before_gap = d.st.last_data;
-            if let Some(r) = d.end_burst(&mut cs.extra, ev.from, rtt, mss(c, ev.from)) {
+            if let Some(r) = d.end_burst(&mut cs.extra, ev.from, rtt, send_mss(c, ev.from)) {
                 record(&mut cs.extra, ev.from, r);
             }
             let rwnd = c.endpoint(ev.from.other()).window_scaled();
@@ -445,7 +441,7 @@ impl Detector for SlowStartRestart {
                 st: &mut st,
                 flags: &mut cs.slow_start_restart_flags[side as usize],
             };
-            if let Some(r) = d.end_burst(&mut cs.extra, side, rtt, mss(c, side)) {
+            if let Some(r) = d.end_burst(&mut cs.extra, side, rtt, send_mss(c, side)) {
                 record(&mut cs.extra, side, r);
             }
             let Some(found) = cs.extra.take::<Found>(side) else {
