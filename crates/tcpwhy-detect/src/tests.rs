@@ -1558,6 +1558,47 @@ fn a_round_trip_growing_many_times_its_minimum_is_a_queue() {
     assert!(f.iter().all(|x| x.id != "queueing-delay"), "{f:?}");
 }
 
+#[test]
+fn late_acks_of_lone_segments_are_the_receivers_timer_not_a_queue() {
+    // Captured at the client, a 60 ms round trip (SYN -> SYN-ACK). Twelve messages 2 s
+    // apart, each ACKed 300 ms after it (skype.pcap 1836's shape: a peer whose delayed-ACK
+    // timer waits about 260 ms). A lone message's ACK waits for that timer: no queue, though
+    // the median sample (300 ms) is five times the minimum.
+    let messages = |second: Option<u32>| {
+        let mut l: Vec<Line> = vec![
+            (0, C, SYN, 1000, 0, 0, 65535, &[]),
+            (60, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+            (60, C, ACK, 1001, 5001, 0, 65535, &[]),
+        ];
+        let mut seq = 1001u32;
+        for i in 0..12i64 {
+            let t = 100 + 2000 * i;
+            l.push((t, C, ACK | PSH, seq, 5001, 700, 65535, &[]));
+            seq += 700;
+            if let Some(len) = second {
+                // A second segment right behind the first.
+                l.push((t + 1, C, ACK | PSH, seq, 5001, len, 65535, &[]));
+                seq += len;
+            }
+            l.push((t + 300, S, ACK, 5001, seq, 0, 65535, &[]));
+        }
+        drive_scaled(&[], Some(4), &l).findings
+    };
+    let f = messages(None);
+    assert!(f.iter().all(|x| x.id != "queueing-delay"), "{f:?}");
+    // A 100-byte segment behind each: still too little for the receiver to answer at once.
+    let f = messages(Some(100));
+    assert!(f.iter().all(|x| x.id != "queueing-delay"), "{f:?}");
+    // A full segment behind each: the receiver held two and still answered 300 ms later, so
+    // every packet waited: a queue (min 60, median 300, over the handshake and 12 samples).
+    let f = messages(Some(1000));
+    let q: Vec<&Finding> = f.iter().filter(|x| x.id == "queueing-delay").collect();
+    assert_eq!(q.len(), 1, "{f:?}");
+    assert_eq!(q[0].details.json()["rtt_min_ms"], 60.0);
+    assert_eq!(q[0].details.json()["rtt_median_ms"], 300.0);
+    assert_eq!(q[0].details.json()["samples"], 13);
+}
+
 /// What the detectors report, in order, every finding, exchange, stall and connection in full.
 #[derive(Default)]
 struct Transcript(Vec<String>);

@@ -497,6 +497,30 @@ impl Connection {
         Some((min?, median?, max?, count))
     }
 
+    /// Like `rtt_summary`, but the median, maximum and count from the handshake and the
+    /// prompt data->ACK samples only (`RttStats::add`): ACKs of lone segments wait for the
+    /// receiver's delayed-ACK timer or its application's answer, which are no part of the
+    /// path. The minimum is still that of every sample.
+    pub fn prompt_rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
+        let (min, _, _, _) = self.rtt_summary()?;
+        let hs = self.handshake_rtt_ns();
+        let (far, near_ns) = match self.vantage() {
+            Vantage::NearClient | Vantage::Local => {
+                (&self.client.ack_rtt, self.syn_ack_to_ack_ns().unwrap_or(0))
+            }
+            Vantage::NearServer => (&self.server.ack_rtt, self.syn_to_syn_ack_ns().unwrap_or(0)),
+            Vantage::Middle | Vantage::Unknown => return Some((min, min, min, 1)),
+        };
+        let hs_n = u32::from(hs.is_some());
+        match far.prompt() {
+            Some((median, max, n)) => {
+                let max = (max + near_ns).max(hs.unwrap_or(0));
+                Some((min, median + near_ns, max, n.saturating_add(hs_n)))
+            }
+            None => hs.map(|h| (min, h, h, hs_n)),
+        }
+    }
+
     /// Both sides sent the window scale option in their SYNs (RFC 7323 section 2.2).
     pub fn window_scaling(&self) -> bool {
         self.client.window_scale().is_some() && self.server.window_scale().is_some()

@@ -85,6 +85,15 @@ impl std::fmt::Debug for Ts {
     }
 }
 
+/// A timed segment's sample is prompt when a new segment of at least this many bytes (the
+/// smallest MSS a host must accept, RFC 9293 section 3.7.1) left within `PROMPT_FOLLOW_NS`
+/// after it: the receiver then holds more than a full segment unacknowledged, which TCP
+/// receivers acknowledge at once (RFC 5681 section 4.2; Linux: more than one receive MSS;
+/// Windows: every second segment), so neither a delayed-ACK timer (40 ms to 500 ms) nor the
+/// application's answer is in the sample, only the gap to that segment.
+const PROMPT_FOLLOW_BYTES: u32 = 536;
+const PROMPT_FOLLOW_NS: i64 = 10_000_000;
+
 /// Round-trip samples with bounded memory: count, min, max (exact, in ns), and a uniform
 /// reservoir of up to [`RttStats::RESERVOIR`] samples in microseconds for the median (exact up
 /// to that many samples, to the microsecond).
@@ -108,6 +117,41 @@ struct Reservoir {
     /// Samples so far (saturating), two or more.
     count: u32,
     us: [u32; RttStats::RESERVOIR],
+    /// The prompt samples among them, kept apart: allocated at the first.
+    prompt: Option<Box<Prompt>>,
+}
+
+/// Samples of ACKs the receiver sent at once (see `RttStats::add`): their own reservoir, so
+/// that a median of them is not diluted by the rest.
+#[derive(Clone, Debug)]
+struct Prompt {
+    count: u32,
+    max_ns: i64,
+    us: [u32; RttStats::RESERVOIR],
+}
+
+/// Adds `v` (microseconds) as sample number `n` (0-based) of a reservoir of `us`: the first
+/// `RESERVOIR` go in order, later ones replace one by Algorithm R with a deterministic hash of
+/// the sample index (same input, same output).
+fn reservoir_add(us: &mut [u32; RttStats::RESERVOIR], n: u32, v: u32) {
+    let n = n as usize;
+    if n < RttStats::RESERVOIR {
+        us[n] = v;
+    } else {
+        let j = (splitmix(n as u64) % (n as u64 + 1)) as usize;
+        if j < RttStats::RESERVOIR {
+            us[j] = v;
+        }
+    }
+}
+
+/// The median (the lower middle for an even count) of the first `count` (at most all) of `us`.
+fn reservoir_median(us: &[u32; RttStats::RESERVOIR], count: u32) -> i64 {
+    let n = (count as usize).clamp(1, RttStats::RESERVOIR);
+    let mut v = *us;
+    let v = &mut v[..n];
+    v.sort_unstable();
+    i64::from(v[(n - 1) / 2]) * 1000
 }
 
 impl Default for RttStats {
@@ -132,49 +176,63 @@ impl RttStats {
         }
     }
 
-    pub fn add(&mut self, ns: i64) {
+    /// Adds a sample; `prompt` when the receiver acknowledged it at once (see
+    /// `PROMPT_FOLLOW_BYTES`): prompt samples are also kept apart.
+    pub fn add(&mut self, ns: i64, prompt: bool) {
         if ns < 0 {
             return;
         }
         let us = |ns: i64| u32::try_from(ns / 1000).unwrap_or(u32::MAX);
-        if self.min_ns < 0 {
+        if self.min_ns < 0 && !prompt {
             self.min_ns = ns;
             self.max_ns = ns;
             return;
         }
-        // The first sample (with one sample, min_ns is it) starts the reservoir.
-        let first = self.min_ns;
+        // The first sample (with one sample, min_ns is it) starts the reservoir; a prompt
+        // first sample starts it too, to be kept apart.
+        let first = (self.min_ns >= 0).then_some(self.min_ns);
         let r = self.reservoir.get_or_insert_with(|| {
             Box::new(Reservoir {
-                count: 1,
-                us: [us(first); Self::RESERVOIR],
+                count: u32::from(first.is_some()),
+                us: [first.map_or(0, us); Self::RESERVOIR],
+                prompt: None,
             })
         });
-        self.min_ns = self.min_ns.min(ns);
-        self.max_ns = self.max_ns.max(ns);
-        let n = r.count as usize;
-        if n < Self::RESERVOIR {
-            r.us[n] = us(ns);
+        self.min_ns = if self.min_ns < 0 {
+            ns
         } else {
-            // Algorithm R with a deterministic hash of the sample index (same input, same output).
-            let j = (splitmix(n as u64) % (n as u64 + 1)) as usize;
-            if j < Self::RESERVOIR {
-                r.us[j] = us(ns);
-            }
-        }
+            self.min_ns.min(ns)
+        };
+        self.max_ns = self.max_ns.max(ns);
+        reservoir_add(&mut r.us, r.count, us(ns));
         r.count = r.count.saturating_add(1);
+        if prompt {
+            let p = r.prompt.get_or_insert_with(|| {
+                Box::new(Prompt {
+                    count: 0,
+                    max_ns: ns,
+                    us: [0; Self::RESERVOIR],
+                })
+            });
+            p.max_ns = p.max_ns.max(ns);
+            reservoir_add(&mut p.us, p.count, us(ns));
+            p.count = p.count.saturating_add(1);
+        }
     }
 
     /// Median of the reservoir (the lower middle for an even count).
     pub fn median_ns(&self) -> Option<i64> {
-        let Some(r) = self.reservoir.as_deref() else {
-            return (self.min_ns >= 0).then_some(self.min_ns);
-        };
-        let n = (r.count as usize).min(Self::RESERVOIR);
-        let mut v = r.us;
-        let v = &mut v[..n];
-        v.sort_unstable();
-        Some(i64::from(v[(n - 1) / 2]) * 1000)
+        match self.reservoir.as_deref() {
+            Some(r) if r.count > 1 => Some(reservoir_median(&r.us, r.count)),
+            // One sample (inline, or a prompt first one in the reservoir): min_ns is it, exact.
+            _ => (self.min_ns >= 0).then_some(self.min_ns),
+        }
+    }
+
+    /// The prompt samples (see `add`): (median, max, count), none without one.
+    pub fn prompt(&self) -> Option<(i64, i64, u32)> {
+        let p = self.reservoir.as_deref()?.prompt.as_deref()?;
+        Some((reservoir_median(&p.us, p.count), p.max_ns, p.count))
     }
 }
 
@@ -399,7 +457,11 @@ pub struct Endpoint {
     /// Time for this side's data to be acknowledged by the peer, as seen from the capture point.
     pub ack_rtt: RttStats,
     /// The segment being timed for `ack_rtt` (Karn: only never-retransmitted data).
-    /// (The end of its sequence range, and when it was sent; none when `timed_at` is.)
+    /// (The end of its sequence range, and when it was sent; none when `timed_at` is.) The
+    /// time is kept to the even nanosecond: its lowest bit says whether a segment of at least
+    /// `PROMPT_FOLLOW_BYTES` followed within `PROMPT_FOLLOW_NS` (`timed_followed`), which
+    /// makes the sample prompt (`RttStats::add`). A bit of its own would make every side 8
+    /// bytes longer.
     timed_end: Seq,
     timed_at: Ts,
     /// A TSval this side sent and when it was first seen, waiting for the peer's echo.
@@ -845,9 +907,20 @@ impl Endpoint {
         if old > 0 {
             self.count_retransmission_bytes(old);
         }
-        if self.timed_at.is_none() && old == 0 {
-            self.timed_end = end;
-            self.timed_at = Ts::new(at.ts_ns);
+        match self.timed_at.get() {
+            None if old == 0 => {
+                self.timed_end = end;
+                // Even (not followed), and never the one value `Ts` cannot hold.
+                self.timed_at = Ts::new((at.ts_ns & !1).max(i64::MIN + 2));
+            }
+            Some(t0)
+                if old == 0
+                    && fresh >= PROMPT_FOLLOW_BYTES
+                    && at.ts_ns.saturating_sub(t0) <= PROMPT_FOLLOW_NS =>
+            {
+                self.timed_at = Ts::new(t0 | 1);
+            }
+            _ => {}
         }
     }
 
@@ -933,12 +1006,13 @@ impl Endpoint {
             return;
         }
         self.timed_at = Ts::NONE;
+        let (t0, prompt) = (t0 & !1, t0 & 1 == 1);
         let pending = self.ts_pending_at.take().map(|t| (self.ts_pending, t));
         match (tsecr, pending) {
-            (Some(echo), Some((v, t_v))) if echo == v => self.ack_rtt.add(ts_ns - t_v),
+            (Some(echo), Some((v, t_v))) if echo == v => self.ack_rtt.add(ts_ns - t_v, prompt),
             (Some(_), Some(_)) => {}
             _ if dsack => {}
-            _ => self.ack_rtt.add(ts_ns - t0),
+            _ => self.ack_rtt.add(ts_ns - t0, prompt),
         }
     }
 

@@ -6,6 +6,12 @@
 //! at least 8 samples. The path did not get longer; packets waited in a queue (a bottleneck's
 //! oversized buffer: bufferbloat), filled by this connection or by others sharing it.
 //!
+//! Only prompt samples make the median: data followed within 10 ms by another segment of at
+//! least 536 bytes, so that the receiver held more than a full segment, which it acknowledges
+//! at once (RFC 5681 section 4.2). The ACK of a lone segment waits for the receiver's
+//! delayed-ACK timer (40 ms to 500 ms) or rides on its application's answer, and a queue is
+//! not what held it.
+//!
 //! **Evidence.** The connection; details: the minimum, median and maximum round trip, the
 //! samples.
 //!
@@ -15,8 +21,8 @@
 //! Not named when the receiver's window held the sender (stalls at the window: a receiver
 //! that drains slowly makes its ACKs late itself; `rwnd-limited` names it).
 //!
-//! **Known false positives.** A receiver that delays its ACKs (delayed ACK, a busy or slow
-//! receiver) inflates data -> ACK samples too. The samples come from the side whose data crosses the far
+//! **Known false positives.** A receiver that is slow to acknowledge even two full segments
+//! (a busy host, a stretch-ACK policy) inflates the prompt samples too. The samples come from the side whose data crosses the far
 //! part of the path: captured near the receiver of a bulk transfer, the queue in front of it
 //! is not measured.
 //!
@@ -40,7 +46,7 @@ const MIN_EXTRA: i64 = 20 * MS;
 /// The connection's round trip, if the samples show a standing queue: (min, median, max,
 /// samples).
 pub(crate) fn queue(c: &Connection) -> Option<(i64, i64, i64, u32)> {
-    let (min, median, max, n) = c.rtt_summary()?;
+    let (min, median, max, n) = c.prompt_rtt_summary()?;
     (n >= MIN_SAMPLES && min > 0 && median >= 2 * min && median - min >= MIN_EXTRA)
         .then_some((min, median, max, n))
 }

@@ -159,7 +159,7 @@ fn timestamp_echo_gives_samples_across_retransmission() {
 fn reservoir_median_is_exact_for_few_samples() {
     let mut s = RttStats::default();
     for v in [5, 1, 4, 2, 3] {
-        s.add(v * 1000 + 7); // microseconds plus 7 ns
+        s.add(v * 1000 + 7, false); // microseconds plus 7 ns
     }
     assert_eq!(s.median_ns(), Some(3000), "exact to the microsecond");
     assert_eq!(
@@ -168,7 +168,7 @@ fn reservoir_median_is_exact_for_few_samples() {
         "exact in ns"
     );
     for v in 0..10_000 {
-        s.add((1000 + v % 7) * 1000);
+        s.add((1000 + v % 7) * 1000, false);
     }
     let m = s.median_ns().unwrap();
     assert!((1_000_000..1_007_000).contains(&m));
@@ -212,7 +212,9 @@ fn reservoir_allocated_late_gives_what_an_inline_one_gave() {
     // The reservoir is allocated at the second sample (the first is min_ns). Model: the
     // inline reservoir it replaced (Algorithm R with the same deterministic hash, which also
     // makes the samples); both must agree on count, min, max and median after every sample,
-    // for sequences of every length.
+    // for sequences of every length. Every third sample is prompt: a second model of only
+    // those must agree with `prompt()` (its median from microseconds, as the reservoir keeps
+    // them), and they must not change the first.
     use crate::endpoint::splitmix as mix;
     struct Inline {
         count: u32,
@@ -265,6 +267,12 @@ fn reservoir_allocated_late_gives_what_an_inline_one_gave() {
                 max: 0,
                 r: [0; RttStats::RESERVOIR],
             };
+            let mut mp = Inline {
+                count: 0,
+                min: 0,
+                max: 0,
+                r: [0; RttStats::RESERVOIR],
+            };
             for _ in 0..len {
                 seed = mix(seed);
                 // Mostly ms-scale, some negative (ignored), some beyond u32 microseconds.
@@ -273,8 +281,23 @@ fn reservoir_allocated_late_gives_what_an_inline_one_gave() {
                     1 => i64::from(u32::MAX) * 2000,
                     _ => (seed % 5_000_000_000) as i64,
                 };
-                s.add(ns);
+                let prompt = seed % 3 == 0;
+                s.add(ns, prompt);
                 m.add(ns);
+                if prompt {
+                    mp.add(ns);
+                }
+                match (s.prompt(), mp.count) {
+                    (None, 0) => {}
+                    (Some((median, max, n)), count) => {
+                        let k = (count as usize).min(RttStats::RESERVOIR);
+                        let mut v = mp.r;
+                        v[..k].sort_unstable();
+                        let want = i64::from(v[(k - 1) / 2]) * 1000;
+                        assert_eq!((median, max, n), (want, mp.max, count), "len {len}");
+                    }
+                    (p, count) => panic!("prompt {p:?} with {count} prompt samples"),
+                }
                 assert_eq!(
                     (s.count(), s.median_ns()),
                     (m.count, m.median()),
