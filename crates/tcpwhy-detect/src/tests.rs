@@ -2242,6 +2242,34 @@ fn a_burst_after_idle_is_a_restart_only_when_acks_release_it_from_two_segments_o
 }
 
 #[test]
+fn flights_seen_sooner_after_an_ack_than_the_sender_is_away_were_not_released_by_it() {
+    // Captured at the client of a 50 ms path (the server is the whole round trip away). The
+    // second response grows as slow start does, 10, 20, 40 and 80 segments, but each flight
+    // comes 35 ms after the client's ACK of the one before: an ACK needs 50 ms to reach the
+    // server and bring back what it released, so these flights left before it arrived (tor.pcap's
+    // relayed cells: 3 x 1460 bytes 93 ms after the ACK on a 144 ms path). No restart.
+    let run = |l: &[Line]| drive_scaled(&[], Some(4), l).findings;
+    let restarts = |flights: &[(i64, u32)]| {
+        let mut l = handshake(50, 65535);
+        l.push((60, C, ACK | PSH, 1001, 5001, 100, 65535, &[]));
+        let slow = [(0, 10), (50, 20), (100, 40), (150, 80)];
+        let seq = response(&mut l, 110, 5001, 1101, &slow);
+        l.push((3_260, C, ACK | PSH, 1101, seq, 100, 65535, &[]));
+        response(&mut l, 3_310, seq, 1201, flights);
+        run(&l)
+            .iter()
+            .filter(|f| f.id == "slow-start-restart")
+            .count()
+    };
+    assert_eq!(
+        restarts(&[(0, 10), (50, 20), (100, 40), (150, 80)]),
+        1,
+        "the control"
+    );
+    assert_eq!(restarts(&[(0, 10), (35, 20), (70, 40), (105, 80)]), 0);
+}
+
+#[test]
 fn a_segment_of_a_full_mss_released_by_a_late_ack_is_not_nagle() {
     // webex.pcap and waze.pcap (nDPI): A, the peer's ACK 50 ms late, then B of 2479 or 8762
     // bytes within microseconds. Nagle never holds a full segment (536 bytes here, no MSS

@@ -7,7 +7,9 @@
 //! before the gap (since its last loss: a loss cuts the window), and the rest of the burst
 //! follows one round trip later, clocked by the ACKs, growing as slow start does (the next
 //! round trip carries 1.5 times the first flight or more), released by the ACKs of the first
-//! flight (a peer's ACK of the burst's bytes comes before it), the congestion window
+//! flight (a peer's ACK of the burst's bytes is seen before it, by at least three quarters
+//! of the round trip between the capture point and the sender: the time the ACK takes to
+//! reach the sender and what it releases to come back), the congestion window
 //! restarted (tcp_slow_start_after_idle=1, RFC 2861: down to the initial window, halved once
 //! per RTO of idle). Everything is measured in bytes and in time at
 //! the capture point, so it holds from any vantage point and with offloaded super-segments:
@@ -33,9 +35,10 @@
 //! rest one round trip later, after the first part's ACK, looks alike (the gap must follow
 //! the first flight by 0.6 to 1.5 round trips, as the ACK clock does). Not counted: a first
 //! flight under two full segments (no stack restarts below that: a smaller one is what the
-//! application wrote; RFC 3390, RFC 5681), a burst whose rest left before any ACK of it, a
-//! burst whose first flight the receiver's window held (a window under twice the first
-//! flight), a burst after a retransmission (the window was cut by loss), bursts without a
+//! application wrote; RFC 3390, RFC 5681), a burst whose rest left before any ACK of it
+//! could reach the sender, a burst whose first flight the receiver's window held (a window
+//! under twice the first flight), a burst after a retransmission (the window was cut by
+//! loss), bursts without a
 //! known round trip, connections whose handshake the capture missed (the receiver's window
 //! scale is unknown: its window cannot be ruled out). The earlier window is taken within
 //! the receiver's window at the burst's start.
@@ -68,6 +71,8 @@ pub(crate) struct AfterIdle {
     first: At,
     second: Option<At>,
     last: At,
+    /// When the capture point first saw the peer acknowledge bytes of this burst.
+    acked_ns: Option<i64>,
 }
 
 /// A restarted burst, as the finding reports it.
@@ -313,20 +318,28 @@ impl Dir<'_> {
             | if rwnd.is_some() { RWND } else { 0 };
     }
 
-    /// A segment of `len` new bytes at `at` within the burst.
-    fn add(&mut self, at: At, len: u32, rtt: i64, extra: &mut Extras, side: Side) {
+    /// A segment of `len` new bytes at `at` within the burst; `to_sender`: the round trip
+    /// from the capture point to the sender and back (its share of the handshake).
+    fn add(&mut self, at: At, len: u32, rtt: i64, to_sender: i64, extra: &mut Extras, side: Side) {
         let Some(t0) = self.t0() else { return };
         let since = at.ts_ns - t0;
         if since * 2 < rtt {
             self.st.first_flight = self.st.first_flight.saturating_add(len);
         } else if self.st.second_us == 0 {
-            // The rest of a restarted burst waits for the first flight's ACKs; sent before any
-            // came, the application wrote it later: nothing held it.
-            if !self.is(PEER_ACKED) {
+            // The rest of a restarted burst waits for the first flight's ACKs. An ACK seen here
+            // reaches the sender after half of `to_sender`, and what it releases comes back
+            // after the other half: data seen sooner after the first ACK (3/4 of it, for a
+            // handshake slower than the path) or before any ACK left the sender before the
+            // ACK came, and the application wrote it later: nothing held it.
+            let b = extra.peek_mut::<AfterIdle>(side);
+            let acked = b.as_ref().and_then(|b| b.acked_ns);
+            let released = self.is(PEER_ACKED)
+                && acked.is_none_or(|a| at.ts_ns.saturating_sub(a).saturating_mul(4) >= to_sender.saturating_mul(3));
+            if !released {
                 *self.flags &= !AFTER_IDLE;
             }
             self.st.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
-            if let Some(b) = extra.peek_mut::<AfterIdle>(side) {
+            if let Some(b) = b {
                 b.second = Some(at);
             }
         }
@@ -384,6 +397,9 @@ impl Detector for SlowStartRestart {
                 let start = next.0.wrapping_sub(st.burst_bytes);
                 if (ev.seg.ack.0.wrapping_sub(start) as i32) > 0 {
                     cs.slow_start_restart_flags[peer as usize] |= PEER_ACKED;
+                    if let Some(b) = cs.extra.peek_mut::<AfterIdle>(peer) {
+                        b.acked_ns.get_or_insert(ev.at.ts_ns);
+                    }
                 }
             }
         }
@@ -423,11 +439,16 @@ impl Detector for SlowStartRestart {
                         first: ev.at,
                         second: None,
                         last: ev.at,
+                        acked_ns: None,
                     },
                 );
             }
         } else {
-            d.add(ev.at, len, rtt, &mut cs.extra, ev.from);
+            let to_sender = match ev.from {
+                Side::Client => c.syn_ack_to_ack_ns(),
+                Side::Server => c.syn_to_syn_ack_ns(),
+            };
+            d.add(ev.at, len, rtt, to_sender.unwrap_or(0), &mut cs.extra, ev.from);
         }
     }
 
