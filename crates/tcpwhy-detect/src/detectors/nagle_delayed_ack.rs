@@ -7,10 +7,18 @@
 //!
 //! **Evidence.** A, the late ACK, B. Details: how many exchanges, the ACK delays, the RTT.
 //!
-//! **Cost.** The ACK delay, on every exchange it happens to.
+//! **Cost.** A to B, on every exchange it happens to: B was written with A (the write, write,
+//! read pattern Nagle stalls) and held until the ACK reached the sender: the ACK's delay and
+//! the ACK's way to the sender (near it, microseconds).
 //!
 //! B is smaller than a full segment too: Nagle never holds a full one, so a full segment or
 //! more released by the late ACK was held by the congestion window.
+//!
+//! B must be seen within 2 ms of the ACK and, but for a millisecond, no sooner than half the
+//! round trip between the capture point and the sender (its share of the handshake): sooner,
+//! B left before the ACK reached the sender and came late by the path (nDPI's netflix.pcap:
+//! B 1.9 ms after the ACK, 24 ms from the sender, sent with A). So Nagle is named only by a
+//! capture within about 6 ms of the sender.
 //!
 //! **Known false positives.** An application that really writes B only when the ACK arrives
 //! (rare). The delay must exceed 30 ms and three round trips to count, and B must not follow
@@ -34,8 +42,29 @@ pub static INFO: Info = Info {
 /// Delayed-ACK timers: 40 ms minimum on Linux to 200 ms (and 500 ms allowed by RFC 1122).
 const MIN_DELAY: i64 = 30 * MS;
 const MAX_DELAY: i64 = 500 * MS;
-/// B must follow the ACK this closely to have been waiting for it.
+/// B must follow the ACK this closely to have been waiting for it (at the sender).
 const RELEASE: i64 = 2 * MS;
+
+/// The round trip between the capture point and `sender` (its share of the handshake): how
+/// long after an ACK seen here the data it releases can be seen here.
+fn to_sender(c: &Connection, sender: Side) -> i64 {
+    match sender {
+        Side::Client => c.syn_ack_to_ack_ns(),
+        Side::Server => c.syn_to_syn_ack_ns(),
+    }
+    .unwrap_or(0)
+}
+
+/// Whether B, seen `after` ns after the late ACK, left the sender as that ACK arrived: within
+/// `RELEASE` of it, and not sooner than half of `to_sender` less `RELEASE / 2` (the ACK
+/// travels half of it to reach the sender and B the other half back; half, for a handshake
+/// slower than the path, and a millisecond of the hosts' own scheduling on short paths):
+/// seen sooner, B left before the ACK arrived and came late by the path. Captured further
+/// than about `3 * RELEASE` from the sender, no B qualifies: there the release is blurred by
+/// the path (a B one round trip after the ACK is also what a window-limited sender does).
+fn released(after: i64, to_sender: i64) -> bool {
+    (after + RELEASE / 2) * 2 >= to_sender && after <= RELEASE
+}
 const KEEP: usize = 8;
 
 /// Both directions side by side, each indexed by its sender (`Side as usize`): as one state
@@ -94,12 +123,13 @@ impl Detector for NagleDelayedAck {
                     // Nagle holds less than a full segment (a full one leaves at once): a
                     // segment of a full MSS or more released by the ACK was held by the
                     // congestion window (an initial or restarted one), not by Nagle.
-                    if ev.new_data
-                        && ev.at.ts_ns - ack.ts_ns <= RELEASE
-                        && seg.payload_len < mss
+                    let after = ev.at.ts_ns - ack.ts_ns;
+                    if ev.new_data && released(after, to_sender(c, sender)) && seg.payload_len < mss
                     {
                         f.count += 1;
-                        f.total_ns += delay;
+                        // B left with A but for Nagle: the hold is A to B, the same at
+                        // every vantage (both crossed the same path to the capture point).
+                        f.total_ns += ev.at.ts_ns - a.ts_ns;
                         if f.seen.len() < KEEP {
                             f.seen.push((a, ack, ev.at, delay));
                         }
@@ -152,7 +182,7 @@ impl Detector for NagleDelayedAck {
             f.cost_ns = st.total_ns;
             f.frames = vec![a.frame(), ack.frame(), b.frame()];
             f.explanation = format!(
-                "{} held a small segment until the peer's delayed ACK {} times ({} each, median; round trip {}): {} lost.",
+                "{} held a small segment until the peer's delayed ACK {} times (the ACK {} late, median; round trip {}): {} lost.",
                 side_name(c, side),
                 st.count,
                 ms(median),
