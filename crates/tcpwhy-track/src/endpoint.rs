@@ -395,6 +395,8 @@ struct Unusual {
     holes: Holes,
     /// This side's first RST (most connections close with FINs).
     rst: Option<At>,
+    /// The ISN a SYN with another one replaced (two SYN-ACKs answering one SYN's copies).
+    replaced_isn: Option<Seq>,
 }
 
 impl Unusual {
@@ -425,6 +427,7 @@ impl Unusual {
             acked: 0,
         },
         rst: None,
+        replaced_isn: None,
     };
 }
 
@@ -584,6 +587,25 @@ fn set_known<T>(known: &mut u8, bit: u8, slot: &mut T, v: Option<T>) {
 }
 
 impl Endpoint {
+    /// The peer's handshake ACK acknowledged `ack`, one past the ISN this side's later SYN
+    /// replaced (two SYN-ACKs with different ISNs answering copies of one SYN: the peer took
+    /// the first). While this side has sent nothing after its SYN, that ISN is its sequence
+    /// space again; returns whether it was.
+    pub(crate) fn take_back_replaced_isn(&mut self, ack: Seq) -> bool {
+        let Some(old) = self.unusual.as_ref().and_then(|u| u.replaced_isn) else {
+            return false;
+        };
+        let sent_nothing = self.isn().map(|i| i + 1) == self.next_seq() && self.unique_bytes == 0;
+        if ack != old + 1 || !sent_nothing {
+            return false;
+        }
+        let later = self.isn_v;
+        self.isn_v = old;
+        self.set_next_seq(old + 1);
+        self.unusual().replaced_isn = Some(later);
+        true
+    }
+
     /// Initial sequence number from this side's SYN.
     #[inline]
     pub fn isn(&self) -> Option<Seq> {
@@ -805,9 +827,12 @@ impl Endpoint {
         if syn {
             match self.isn() {
                 Some(isn) if isn == seg.seq => self.unusual().syn_retransmits += 1,
-                _ => {
+                old => {
                     // A new ISN defines the sequence space: forget numbers seen before it
                     // (a stale ACK from earlier state on the tuple).
+                    if let Some(old) = old {
+                        self.unusual().replaced_isn = Some(old);
+                    }
                     self.known &= !NEXT_SEQ;
                     if let Some(u) = &mut self.unusual {
                         u.holes.count = 0;

@@ -660,7 +660,7 @@ impl Tracker {
         }
         if side == Side::Client && !flags.syn() && flags.ack() && c.handshake.ack.is_none() {
             if let (Some(_), Some(isn)) = (c.handshake.syn_ack, c.server.isn()) {
-                if seg.ack == isn + 1 {
+                if seg.ack == isn + 1 || c.server.take_back_replaced_isn(seg.ack) {
                     c.handshake.ack = Some(at);
                 }
             }

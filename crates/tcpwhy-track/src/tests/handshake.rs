@@ -116,6 +116,39 @@ fn a_syn_ack_captured_before_its_syn_is_one_connection() {
 }
 
 #[test]
+fn two_syn_acks_with_different_isns_the_client_takes_the_one_it_acknowledges() {
+    // KakaoTalk_talk.pcap (nDPI) frames 17-28: the SYN sent three times, answered by two
+    // SYN-ACKs 0.7 ms apart with ISNs 9000 and 70000; the client acknowledges 9001, and the
+    // server's data begins there. Its sequence space is the first SYN-ACK's: the data is new,
+    // not resent, and the handshake completed with the client's ACK.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 0);
+    r.seg(400, C, SYN, 1000, 0, 0);
+    r.seg(2400, S, SYN | ACK, 9000, 1001, 0);
+    r.seg(2401, S, SYN | ACK, 70000, 1001, 0);
+    r.seg(2408, C, ACK, 1001, 9001, 0);
+    r.seg(2410, C, ACK | PSH, 1001, 9001, 600);
+    r.seg(3700, S, ACK | PSH, 9001, 1601, 206);
+    let done = r.finish();
+    assert_eq!(done.len(), 1, "{done:?}");
+    let c = &done[0];
+    assert_eq!(c.server.isn(), Some(Seq(9000)));
+    assert_eq!(c.handshake.ack.map(|a| a.frame()), Some(5));
+    assert_eq!(c.server.unique_bytes, 206);
+    assert_eq!(c.server.retrans_segments(), 0);
+    // The client acknowledging the later SYN-ACK keeps it.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 0);
+    r.seg(20, S, SYN | ACK, 9000, 1001, 0);
+    r.seg(21, S, SYN | ACK, 70000, 1001, 0);
+    r.seg(28, C, ACK, 1001, 70001, 0);
+    r.seg(40, S, ACK | PSH, 70001, 1001, 206);
+    let c = &r.finish()[0];
+    assert_eq!(c.server.isn(), Some(Seq(70000)));
+    assert_eq!(c.server.retrans_segments(), 0);
+}
+
+#[test]
 fn the_same_syn_after_a_long_backoff_is_the_same_attempt() {
     // A TIME-WAIT socket under tcp_rfc1337=1 ignores the client's RST: the same SYN (same
     // ISN) meets a stale ACK and is reset again and again, with backoff (1, 2, 4, 8, 16, 32
