@@ -151,7 +151,7 @@ pub enum WatchFormat {
     Json,
 }
 
-/// CLOCK_MONOTONIC (the events' clock) to wall-clock time.
+/// CLOCK_MONOTONIC (the events' clock) to wall-clock time, as the two stand now.
 struct Clock {
     offset_ns: i64,
 }
@@ -358,7 +358,6 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
     }
     const TEXTFILE: &str = "tcpwhy_watch.prom";
     let mut textfile_due = std::time::Instant::now();
-    let clock = Clock::now();
     let mut cgroups = tcpwhy_watch::Cgroups::default();
     let stdout = io::stdout();
     let mut out = io::LineWriter::new(stdout.lock());
@@ -377,6 +376,10 @@ pub fn run(args: &WatchArgs) -> io::Result<ExitCode> {
                     metrics::write_textfile(d, TEXTFILE, &metrics::prometheus_text(&m.registry))?;
                 }
             }
+            // The offset between the clocks is read at each record: a wall-clock step while
+            // watch runs (NTP setting a fresh machine's clock) moves the records with it, as
+            // it moves the timestamps of a capture taken beside them.
+            let clock = Clock::now();
             match (o, format) {
                 (Output::Finding(f), WatchFormat::Json) => {
                     writeln!(

@@ -133,9 +133,10 @@ fn analyzed(capture: &str, id: &str) -> (Window, (usize, f64)) {
 }
 
 /// watch's findings of `id` on a capture's connections: the same two endpoints, and begun
-/// within 5 s of the capture's window (the events' CLOCK_MONOTONIC turned into wall time once
-/// at watch's start, the capture's wall-clock timestamps: a clock step between them moves one
-/// against the other, so the endpoints decide and the time only tells reused ones apart).
+/// within 5 s of the capture's window (the events' CLOCK_MONOTONIC turned into wall time as
+/// each record is written, the capture's wall-clock timestamps: clock slewing or a step
+/// between the two can move one against the other a little, so the endpoints decide and the
+/// time only tells reused ones apart).
 fn watched<'a>(f: &'a [Value], id: &str, w: &Window) -> Vec<&'a Value> {
     f.iter()
         .filter(|v| v["id"] == id)
