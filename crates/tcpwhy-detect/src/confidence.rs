@@ -28,7 +28,11 @@
 //!   their level: such a relay (a virtual machine's NAT) answers the SYN only once its own
 //!   connection to the server is up, so the handshake took the server's round trip. The
 //!   10 ms keeps out a SYN-ACK that was late on a long path (sent again): the data's ACKs
-//!   then take that path's round trip.
+//!   then take that path's round trip. A relay that answered the SYN itself is the capture
+//!   point's own stack (a capture app reading a phone's tun device): it stamps the client's
+//!   packets as it reads them, in batches (nDPI's Android captures: every 50 ms), so a
+//!   `client-delay` within twice the client's slowest acknowledgement of server data (which
+//!   the batches delay too), or with none seen, is `low`.
 
 use crate::finding::Level;
 use crate::Finding;
@@ -46,6 +50,7 @@ pub const PROBE_TIMING: &str =
     "a loss before the capture point is inferred from a silence as long as Linux's loss probe (no IPv4 IDs to count): a sender pausing that long would look the same";
 
 pub const RELAY: &str = "the server's side acknowledged the client's data sooner than its SYN-ACK came: a relay near the capture point acknowledges for the server, so the server's flights and pauses are timed by the relay";
+pub const RELAY_READS: &str = "a relay at the capture point answered the SYN itself (a capture or VPN app's own stack): it times the client's packets as it reads them, in batches, and this wait is within twice the client's slowest acknowledgement (or none was seen), so it can be those batches";
 pub const RELAY_SYN: &str = "a SYN-ACK without the MSS option the SYN carried, and the client's data acknowledged sooner than it came: a relay near the capture point answered for the server, so the server's turns include a leg the capture cannot see";
 
 /// How long before a finding an ACK revealing a capture miss still concerns it (the miss
@@ -167,6 +172,12 @@ pub fn assess(c: &Connection, f: &mut Finding) {
             Some(Relay::AnswersSyn) => conf.lower(Level::Low, RELAY_SYN),
             Some(Relay::Acks) if clocked => conf.lower(Level::Low, RELAY),
             _ => {}
+        }
+    }
+    if f.id == "client-delay" && relay(c) == Some(Relay::AnswersSyn) {
+        let slowest_ack = (c.server.ack_rtt.count() > 0).then_some(c.server.ack_rtt.max_ns);
+        if slowest_ack.is_none_or(|a| f.cost_ns <= 2 * a) {
+            conf.lower(Level::Low, RELAY_READS);
         }
     }
     if c.client.duplicates() + c.server.duplicates() > 0 {

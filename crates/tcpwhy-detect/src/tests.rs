@@ -463,6 +463,32 @@ fn syn_unanswered_ladder_fingerprints() {
 }
 
 #[test]
+fn a_client_wait_within_the_relays_read_batches_is_low_confidence() {
+    // webex.pcap 632 (nDPI), an Android capture app's own stack: a SYN-ACK in 4 ms without
+    // the MSS option the SYN carried, the client's request ACKed in 1 ms, and the client's
+    // ACK of the response 50 ms after it (the app reads the tun every 50 ms). A request 50 ms
+    // after the handshake is within twice that: it can be the batches, low. 300 ms is the
+    // client's own (whatsapp 235, reviewed true): high.
+    let wait = |w: i64| {
+        let lines: [Line; 7] = [
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (4, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (4, C, ACK, 1001, 5001, 0, 1000, &[]),
+            (4 + w, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (5 + w, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (200 + w, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+            (250 + w, C, ACK, 1101, 5501, 0, 1000, &[]),
+        ];
+        let f = drive_full(&[], None, false, S.1, [Some(1460), None], &lines).findings;
+        let d: Vec<&Finding> = f.iter().filter(|x| x.id == "client-delay").collect();
+        assert_eq!(d.len(), 1, "{f:?}");
+        d[0].confidence.level
+    };
+    assert_eq!(wait(50), Level::Low);
+    assert_eq!(wait(300), Level::High);
+}
+
+#[test]
 fn a_relay_that_acknowledges_for_the_server_makes_its_timing_low_confidence() {
     // A request, the server side's ACK `ack_ms` later, the answer at 300 ms.
     let exchange = |ack_ms: i64| -> Vec<Line> {
