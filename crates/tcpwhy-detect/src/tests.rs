@@ -983,6 +983,7 @@ fn sender_limited_only_for_pauses_inside_an_answer() {
     assert_eq!(f[0].frames, [6, 7]);
     assert_eq!(f[0].cost_ns, 490 * MS);
     assert_eq!(f[0].details.json()["sender"], "server");
+    assert_eq!(f[0].confidence.level, Level::High);
     // The same pause in a stream the server sends on its own (no request): not checked.
     let f = run(&with_hs(&[
         (21, S, ACK, 5001, 1001, 100, 1000, &[]),
@@ -1048,6 +1049,9 @@ fn a_pause_is_named_when_it_stands_out_of_the_senders_cadence() {
     assert_eq!(ids(&f), ["sender-limited"], "{f:?}");
     assert_eq!(f[0].details.json()["pauses"], 1);
     assert_eq!(f[0].details.json()["all_pauses"], 6);
+    // The client's pause: its data may be its own next messages, low confidence (the
+    // server's pause in `sender_limited_only_for_pauses_inside_an_answer` stays high).
+    assert_eq!(f[0].confidence.level, Level::Low);
     assert_eq!(f[0].details.json()["median_pause_ms"], 99.0);
     assert_eq!(f[0].cost_ns, 1189 * MS);
     let f = run(&lines(&[400, 500, 600, 450, 550, 620]));

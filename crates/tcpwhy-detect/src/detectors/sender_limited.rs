@@ -17,6 +17,14 @@
 //! message under 100 bytes (the sender's next message on its own timer: sf23_3's 4-byte poll
 //! every 5 s after an upload).
 //!
+//! A client's pause is `low` confidence: the client is the side that asks, so its data are
+//! requests and uploads and a pause between them its own schedule (nDPI's reddit, webex,
+//! anydesk-2 and vnc captures: a browser's new requests, a push channel's uploads, a remote
+//! desktop's screen changes, a user's pointer; all four checked by hand false). The pause
+//! inside one upload that the finding means (the real-world corpus's sf23_3: an IoT device's
+//! upload, checked true) cannot be told from those without the application's framing, so it
+//! is listed, among the low ones.
+//!
 //! **Evidence.** The ACK that left nothing in flight (or the last data segment) and the data
 //! that resumed, for each pause named. Details: pauses, their lengths, bytes sent before them,
 //! the median pause of the direction.
@@ -45,7 +53,7 @@
 //! (TAPO, CoNEXT 2015); docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, send_mss, side_name, ConnState, MS};
-use crate::finding::{ms, ms_f};
+use crate::finding::{ms, ms_f, Level};
 use crate::model::stall::{Stall, StallClass};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{Connection, Side};
@@ -57,6 +65,9 @@ pub static INFO: Info = Info {
 };
 
 const MIN_PAUSE: i64 = 50 * MS;
+
+/// Why a client's pause is low confidence.
+const CLIENT_PAUSE: &str = "the client is the side that asks: its data are requests and uploads, and a pause between them is its own schedule (a user, a browser finding resources, a remote desktop's screen changes); without the application's framing the capture cannot show a pause inside one upload";
 const KEEP: usize = 16;
 /// Pause lengths kept per direction for the median (later pauses are not compared).
 const LENGTHS: usize = 256;
@@ -190,6 +201,9 @@ impl Detector for SenderLimited {
                 sender: side.name(),
             }
             .into();
+            if side == Side::Client {
+                f.confidence.lower(Level::Low, CLIENT_PAUSE);
+            }
             out.push(f);
         }
     }
