@@ -1059,6 +1059,24 @@ fn a_pause_is_named_when_it_stands_out_of_the_senders_cadence() {
 }
 
 #[test]
+fn a_message_smaller_than_a_segment_after_a_second_is_the_next_message() {
+    // tor.pcap 4 (nDPI): 2344 bytes of cells, every byte acknowledged, 2.5 s of nothing, then
+    // one 586-byte cell (a segment here is 1460 bytes; 536 without an MSS option, as below):
+    // the relay's next cell, not the rest of an answer. Resuming with a full segment is.
+    let resume = |len: u32| {
+        run(&with_hs(&[
+            (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+            (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+            (2531, S, ACK | PSH, 6001, 1101, len, 1000, &[]),
+            (2541, C, ACK, 1101, 6001 + len, 0, 1000, &[]),
+        ]))
+    };
+    assert!(!ids(&resume(500)).contains(&"sender-limited"));
+    assert_eq!(ids(&resume(536)), ["sender-limited"]);
+}
+
+#[test]
 fn per_connection_state_size() {
     // Every detector's state for one connection lives in one ConnState (issue 7's memory
     // budget is about 1 KB per open connection plus the tracker's Connection): print it.

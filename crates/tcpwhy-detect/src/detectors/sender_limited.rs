@@ -14,8 +14,8 @@
 //! pause is named. A pause after
 //! a message smaller than one segment (a protocol's reply line, a typed line) is the end of a
 //! message, not a pause inside a transfer; so is a pause of a second or more followed by a
-//! message under 100 bytes (the sender's next message on its own timer: sf23_3's 4-byte poll
-//! every 5 s after an upload).
+//! message smaller than a segment (the sender's next message on its own timer: sf23_3's
+//! 4-byte poll every 5 s after an upload; a Tor relay's 586-byte cells, nDPI's tor.pcap).
 //!
 //! A client's pause is `low` confidence: the client is the side that asks, so its data are
 //! requests and uploads and a pause between them its own schedule (nDPI's reddit, webex,
@@ -110,9 +110,10 @@ impl Detector for SenderLimited {
         if s.run_bytes < mss {
             return;
         }
-        // What comes after a second or more is a message under 100 bytes: the sender's next
-        // message on its own timer (a device's poll), not the rest of the transfer.
-        if s.gap_ns >= 1_000 * MS && s.resumed_bytes < 100 {
+        // What comes after a second or more is a message smaller than a segment: the
+        // sender's next message on its own timer (a device's poll, a Tor cell), not the rest
+        // of the transfer.
+        if s.gap_ns >= 1_000 * MS && u64::from(s.resumed_bytes) < mss {
             return;
         }
         let st = cs.extra.get::<State>(s.sender);
