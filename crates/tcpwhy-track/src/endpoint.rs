@@ -397,6 +397,9 @@ struct Unusual {
     rst: Option<At>,
     /// The ISN a SYN with another one replaced (two SYN-ACKs answering one SYN's copies).
     replaced_isn: Option<Seq>,
+    /// The sequence number of a FIN the capture missed, by the peer's ACK of one more than
+    /// this side sent: until data beyond it shows it was a byte of data.
+    unseen_fin: Option<Seq>,
 }
 
 impl Unusual {
@@ -428,6 +431,7 @@ impl Unusual {
         },
         rst: None,
         replaced_isn: None,
+        unseen_fin: None,
     };
 }
 
@@ -871,6 +875,19 @@ impl Endpoint {
         let span = len + u32::from(syn) + u32::from(seg.flags.fin());
         let start = seg.seq;
         let end = start + span;
+        if let Some(u) = self.unusual.as_mut() {
+            if let Some(fin) = u.unseen_fin {
+                if seg.flags.fin() && start + len == fin {
+                    // The FIN, captured after the ACK of it.
+                    u.unseen_fin = None;
+                } else if len > 0 && start > fin {
+                    // Data after it: the byte the peer acknowledged was data the capture missed.
+                    u.unseen_fin = None;
+                    u.unseen_acked_bytes += 1;
+                    u.saw_unseen(at.ts_ns);
+                }
+            }
+        }
         let Some(next) = self.next_seq() else {
             // First segment seen from this side: everything in it is new.
             self.set_next_seq(end);
@@ -1012,7 +1029,13 @@ impl Endpoint {
             // to a FIN the capture missed, not data it missed.
             let keepalive_reply =
                 ack.diff(next) == 1 && self.isn().is_none() && self.unique_bytes == 0;
+            // One past all this side sent, which sent no FIN: the FIN the capture missed (it
+            // takes one sequence number), not a byte of data, unless data follows it.
+            let unseen_fin = ack.diff(next) == 1 && self.fin.is_none();
             if ack > next && keepalive_reply {
+                self.set_next_seq(ack);
+            } else if ack > next && unseen_fin {
+                self.unusual().unseen_fin = Some(next);
                 self.set_next_seq(ack);
             } else if ack > next {
                 // Acknowledges bytes never seen at all: the capture missed the end of a flight,

@@ -111,6 +111,38 @@ fn sequence_numbers_wrap() {
 }
 
 #[test]
+fn an_ack_one_past_a_side_without_a_fin_is_its_missed_fin() {
+    // Wireshark's tls12-chacha20poly1305.pcap (only packets with data kept): the server's
+    // data ends at 201, the client's last ACK is 202. A FIN takes one sequence number: the
+    // capture missed the FIN, not a byte of data.
+    let run = |tail: &dyn Fn(&mut Run)| {
+        let mut r = Run::new();
+        r.handshake(0, 1, 1, 1);
+        r.seg(2, C, ACK | PSH, 2, 2, 100);
+        r.seg(3, S, ACK | PSH, 2, 102, 200);
+        r.seg(4, C, ACK | PSH, 102, 203, 30);
+        tail(&mut r);
+        r.finish().remove(0)
+    };
+    let c = run(&|_| {});
+    assert_eq!(c.server.unseen_acked_bytes(), 0);
+    // The FIN captured after the ACK of it: no loss either, and the FIN is the server's.
+    let c = run(&|r| r.seg(5, S, FIN | ACK, 202, 132, 0));
+    assert_eq!(c.server.unseen_acked_bytes(), 0);
+    assert!(c.server.fin.is_some());
+    // Data after it: that byte was data the capture missed.
+    let c = run(&|r| r.seg(5, S, ACK | PSH, 203, 132, 50));
+    assert_eq!(c.server.unseen_acked_bytes(), 1);
+    // Two bytes past: data, as before.
+    let mut r = Run::new();
+    r.handshake(0, 1, 1, 1);
+    r.seg(2, C, ACK | PSH, 2, 2, 100);
+    r.seg(3, S, ACK | PSH, 2, 102, 200);
+    r.seg(4, C, ACK | PSH, 102, 204, 30);
+    assert_eq!(r.finish()[0].server.unseen_acked_bytes(), 2);
+}
+
+#[test]
 fn keepalives_are_not_retransmissions() {
     let mut r = Run::new();
     r.handshake(0, 1, 1, 1);
