@@ -466,19 +466,28 @@ impl Connection {
         }
     }
 
+    /// The data->ACK samples of the side whose data crosses the far part of the path from the
+    /// capture point, and the near part to add to them (from the handshake split); none when
+    /// the capture point sits in the middle or is unknown.
+    fn far_samples(&self) -> Option<(&crate::endpoint::RttStats, i64)> {
+        match self.vantage() {
+            Vantage::NearClient | Vantage::Local => {
+                Some((&self.client.ack_rtt, self.syn_ack_to_ack_ns().unwrap_or(0)))
+            }
+            Vantage::NearServer => {
+                Some((&self.server.ack_rtt, self.syn_to_syn_ack_ns().unwrap_or(0)))
+            }
+            Vantage::Middle | Vantage::Unknown => None,
+        }
+    }
+
     /// Full-path round-trip samples: the handshake, plus the data->ACK samples of the side
     /// whose data crosses the far part of the path from the capture point, with the near part
     /// (from the handshake split) added. Returns (min, median, max, samples) in ns.
     pub fn rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
         let hs = self.handshake_rtt_ns();
-        let (far, near_ns) = match self.vantage() {
-            Vantage::NearClient | Vantage::Local => {
-                (&self.client.ack_rtt, self.syn_ack_to_ack_ns().unwrap_or(0))
-            }
-            Vantage::NearServer => (&self.server.ack_rtt, self.syn_to_syn_ack_ns().unwrap_or(0)),
-            Vantage::Middle | Vantage::Unknown => {
-                return hs.map(|h| (h, h, h, 1));
-            }
+        let Some((far, near_ns)) = self.far_samples() else {
+            return hs.map(|h| (h, h, h, 1));
         };
         let mut min = hs;
         let mut max = hs;
@@ -504,12 +513,8 @@ impl Connection {
     pub fn prompt_rtt_summary(&self) -> Option<(i64, i64, i64, u32)> {
         let (min, _, _, _) = self.rtt_summary()?;
         let hs = self.handshake_rtt_ns();
-        let (far, near_ns) = match self.vantage() {
-            Vantage::NearClient | Vantage::Local => {
-                (&self.client.ack_rtt, self.syn_ack_to_ack_ns().unwrap_or(0))
-            }
-            Vantage::NearServer => (&self.server.ack_rtt, self.syn_to_syn_ack_ns().unwrap_or(0)),
-            Vantage::Middle | Vantage::Unknown => return Some((min, min, min, 1)),
+        let Some((far, near_ns)) = self.far_samples() else {
+            return Some((min, min, min, 1));
         };
         let hs_n = u32::from(hs.is_some());
         match far.prompt() {

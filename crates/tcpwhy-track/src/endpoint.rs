@@ -466,7 +466,7 @@ pub struct Endpoint {
     /// The segment being timed for `ack_rtt` (Karn: only never-retransmitted data).
     /// (The end of its sequence range, and when it was sent; none when `timed_at` is.) The
     /// time is kept to the even nanosecond: its lowest bit says whether a segment of at least
-    /// `PROMPT_FOLLOW_BYTES` followed within `PROMPT_FOLLOW_NS` (`timed_followed`), which
+    /// `PROMPT_FOLLOW_BYTES` followed within `PROMPT_FOLLOW_NS` (`count_new_data`), which
     /// makes the sample prompt (`RttStats::add`). A bit of its own would make every side 8
     /// bytes longer.
     timed_end: Seq,

@@ -498,6 +498,16 @@ impl States {
     }
 }
 
+/// The round trip between the capture point and `sender` (its share of the handshake; 0
+/// without one): how long after an ACK seen here the data it releases can be seen here.
+pub(crate) fn to_sender(c: &Connection, sender: Side) -> i64 {
+    match sender {
+        Side::Client => c.syn_ack_to_ack_ns(),
+        Side::Server => c.syn_to_syn_ack_ns(),
+    }
+    .unwrap_or(0)
+}
+
 /// The largest segment `side` may send: the MSS its peer announced (536 without one, RFC 9293).
 pub(crate) fn send_mss(c: &Connection, side: Side) -> u32 {
     u32::from(c.endpoint(side.other()).mss().unwrap_or(536))

@@ -27,7 +27,7 @@
 //! **References.** RFC 896 (Nagle), RFC 1122 4.2.3.2 (delayed ACK), Linux tcp_nagle_check and
 //! tcp_minshall_check; docs/tcp-signatures.md section 4.
 
-use super::{rtt_ns, side_name, ConnState, MS};
+use super::{rtt_ns, side_name, to_sender, ConnState, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -44,16 +44,6 @@ const MIN_DELAY: i64 = 30 * MS;
 const MAX_DELAY: i64 = 500 * MS;
 /// B must follow the ACK this closely to have been waiting for it (at the sender).
 const RELEASE: i64 = 2 * MS;
-
-/// The round trip between the capture point and `sender` (its share of the handshake): how
-/// long after an ACK seen here the data it releases can be seen here.
-fn to_sender(c: &Connection, sender: Side) -> i64 {
-    match sender {
-        Side::Client => c.syn_ack_to_ack_ns(),
-        Side::Server => c.syn_to_syn_ack_ns(),
-    }
-    .unwrap_or(0)
-}
 
 /// Whether B, seen `after` ns after the late ACK, left the sender as that ACK arrived: within
 /// `RELEASE` of it, and not sooner than half of `to_sender` less `RELEASE / 2` (the ACK

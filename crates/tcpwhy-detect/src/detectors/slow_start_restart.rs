@@ -46,7 +46,7 @@
 //! **References.** RFC 5681 section 4.1, RFC 2861, RFC 7661; Linux tcp_cwnd_restart;
 //! docs/tcp-signatures.md section 3.
 
-use super::{rtt_ns, send_mss, side_name, ConnState, Extras, MS};
+use super::{rtt_ns, send_mss, side_name, to_sender, ConnState, Extras, MS};
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -444,11 +444,7 @@ impl Detector for SlowStartRestart {
                 );
             }
         } else {
-            let to_sender = match ev.from {
-                Side::Client => c.syn_ack_to_ack_ns(),
-                Side::Server => c.syn_to_syn_ack_ns(),
-            };
-            d.add(ev.at, len, rtt, to_sender.unwrap_or(0), &mut cs.extra, ev.from);
+            d.add(ev.at, len, rtt, to_sender(c, ev.from), &mut cs.extra, ev.from);
         }
     }
 
