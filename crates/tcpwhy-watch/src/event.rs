@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct event` (a `_Static_assert` in the C source says the same).
-pub const EVENT_SIZE: usize = 192;
+pub const EVENT_SIZE: usize = 208;
 
 /// `EV_CONNECT`: a connect() left SYN-SENT (established, or closed without a connection).
 pub const EV_CONNECT: u32 = 1;
@@ -99,6 +99,12 @@ pub struct Event {
     pub drops: u32,
     /// `EV_DROP`, `EV_ACCEPT`: the state of the socket the packet met (0: none).
     pub rx_state: u32,
+    /// `EV_DROP`, `EV_ACCEPT` at a full accept queue: the first dropped segment that
+    /// carried data, which its sender must send again on its timer (0: none).
+    pub data_drop_ns: u64,
+    /// `EV_DROP`, `EV_ACCEPT`: the listener's first SYN-ACK resend after a drop, whose answer
+    /// can complete the handshake (0: none).
+    pub synack_ns: u64,
 }
 
 impl Default for Event {
@@ -136,6 +142,8 @@ impl Default for Event {
             drop_reason: 0,
             drops: 0,
             rx_state: 0,
+            data_drop_ns: 0,
+            synack_ns: 0,
         }
     }
 }
@@ -206,6 +214,8 @@ impl Event {
             drop_reason: u32_at(b, 180),
             drops: u32_at(b, 184),
             rx_state: u32_at(b, 188),
+            data_drop_ns: u64_at(b, 192),
+            synack_ns: u64_at(b, 200),
         })
     }
 
@@ -253,6 +263,8 @@ impl Event {
         put(180, &self.drop_reason.to_ne_bytes());
         put(184, &self.drops.to_ne_bytes());
         put(188, &self.rx_state.to_ne_bytes());
+        put(192, &self.data_drop_ns.to_ne_bytes());
+        put(200, &self.synack_ns.to_ne_bytes());
         b
     }
 }
@@ -295,6 +307,8 @@ mod tests {
             drop_reason: 40,
             drops: 2,
             rx_state: 6,
+            data_drop_ns: 5,
+            synack_ns: 6,
         };
         assert_eq!(Event::parse(&e.to_bytes()), Some(e.clone()));
         let v4 = Event {
@@ -303,7 +317,7 @@ mod tests {
             ..e
         };
         assert_eq!(Event::parse(&v4.to_bytes()), Some(v4));
-        assert_eq!(Event::parse(&[0u8; 191]), None);
-        assert_eq!(Event::parse(&[0u8; 193]), None);
+        assert_eq!(Event::parse(&[0u8; 207]), None);
+        assert_eq!(Event::parse(&[0u8; 209]), None);
     }
 }

@@ -19,7 +19,9 @@
 //!   back-off) the time since the previous one; an episode's findings add up to its whole wait.
 //! - Server side: this host dropped a 4-tuple's pure SYN (it met a TIME-WAIT socket: seed 004's
 //!   collision seen from the server; or PAWS, a firewall) or its final handshake ACK (the
-//!   accept queue was full): from the first drop to the handshake's end on this host. When the
+//!   accept queue was full): from the first drop to the handshake's end on this host (at a
+//!   full queue, from the first dropped data, or from the ACK when the handshake waited for
+//!   the listener's SYN-ACK resend; else nobody waited). When the
 //!   client is watched too (one host, or namespaces on it), its own finding already prices
 //!   the wait: the server's view is folded into it, not counted twice.
 //! - `slow-start-restart`: a write on a socket idle for longer than its RTO, whose window the
@@ -127,7 +129,11 @@ pub const IDS: &[(&str, &[&str])] = &[
     ),
     (
         "accept-queue-full",
-        &["skb:kfree_skb", "sock:inet_sock_set_state"],
+        &[
+            "skb:kfree_skb",
+            "sock:inet_sock_set_state",
+            "tcp:tcp_retransmit_synack",
+        ],
     ),
     ("slow-start-restart", &["tcp:tcp_sendmsg_locked"]),
     ("zero-window", &["tcp:tcp_probe"]),
@@ -142,7 +148,7 @@ pub fn visibility(id: &str) -> String {
         "rto-retransmission" => "Seen: the Loss state (tcp:tcp_cong_state_set) and resends outside Recovery and Loss (tail loss probes, tcp:tcp_retransmit_skb); cost from the lost data's first transmission (the last ACK's time plus one smoothed round trip) to the resend.",
         "slow-start-restart" => "Seen at the sender: a write (raw tracepoint tcp:tcp_sendmsg_locked) on a socket with nothing in flight, idle for longer than its RTO, whose window is above the initial 10 segments, with net.ipv4.tcp_slow_start_after_idle=1 and a congestion control that uses the window (not BBR); cost: the time from the write to the burst's last data sent against the same segments at the window kept (the larger of the one it had and the one the restarted burst reached), one window per smoothed round trip; never more than the extra round trips the restarted window needs (slow start). Counted from the first write after the idle period only (a response written in several calls is under-priced), and a route's initcwnd is not read (10 assumed).",
         "zero-window" => "Seen at the sender: tcp:tcp_probe (BTF-typed, one direct read per received segment) finds the window the peer advertised at zero, then open again; cost from the ACK that closed it to the one that opened it (tp->rcv_tstamp, in jiffies: a stall of one jiffy or less, 4 ms at HZ=250, is below that clock's resolution and not priced). A socket reset or aborted while the window is still zero is reported to its close, as never recovered (`recovered`: false). A stall that ends after this side has called close() (it left ESTABLISHED, and its ACKs no longer pass tcp:tcp_probe) is not reported.",
-        "accept-queue-full" => "Seen at the server when the handshake's last ACK (or the data after it) is dropped because the accept queue is full (skb:kfree_skb: reason TCP_LISTEN_OVERFLOW, or NO_SOCKET at a listener whose queue is full, as the syncookie path drops it); cost from the first drop to the handshake's end. When the client is watched too, its timer resends of the dropped data are that same wait and are taken into this finding (not reported as rto-retransmission). SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
+        "accept-queue-full" => "Seen at the server when the handshake's last ACK (or the data after it) is dropped because the accept queue is full (skb:kfree_skb: reason TCP_LISTEN_OVERFLOW, or NO_SOCKET at a listener whose queue is full, as the syncookie path drops it); cost from the first dropped data (the client sends it again on its timer) to the handshake's end, or, when the client sent none, from the dropped ACK to the handshake its answer to the listener's SYN-ACK resend (tcp:tcp_retransmit_synack) completed. A dropped ACK whose connection the client's next segment made costs nobody anything and is not reported. When the client is watched too, its timer resends of the dropped data are that same wait and are taken into this finding (not reported as rto-retransmission). SYNs refused for the same reason are freed with no drop reason: those show on the client as syn-unanswered; `tcpwhy host` names full accept queues from counters and the listeners' queues.",
         "tfo-fallback" => "Not seen: no tracepoint marks a SYN-ACK that leaves the SYN's data untaken. The client's kernel counts them (TCPFastOpenActiveFail in /proc/net/netstat, `nstat TcpExtTCPFastOpenActiveFail`); analyze a capture for which connections and what they cost.",
         _ => "Not seen: it is a property of packet timing (who waited for whom on the wire), which no tracepoint announces; analyze a capture.",
     };
@@ -616,13 +622,25 @@ impl Kernel {
             "syn-unanswered"
         };
         let end = if completed { e.ts_ns } else { e.last_syn_ns };
-        let cost = end.saturating_sub(e.syn_ns);
-        // A handshake ACK dropped at a full queue, whose data right behind it found room,
-        // delays nobody (the client resends nothing): a wait this short is no finding.
+        // At a full accept queue the client waits only for what it must send again: its
+        // dropped data (its retransmission timer), or, when it sent none (it waits for the
+        // server to speak), its answer to the listener's SYN-ACK resend. A dropped handshake
+        // ACK whose connection the client's next segment made (its request, sent when it
+        // chose) delayed nobody.
+        let start = if !overflow {
+            e.syn_ns
+        } else if e.data_drop_ns != 0 {
+            e.data_drop_ns.max(e.syn_ns)
+        } else if e.synack_ns != 0 {
+            e.syn_ns
+        } else {
+            return None;
+        };
+        let cost = end.saturating_sub(start);
         if cost < MIN_SERVER_WAIT_NS {
             return None;
         }
-        let mut f = finding(id, e, (e.syn_ns, end), cost);
+        let mut f = finding(id, e, (start, end), cost);
         let server = if e.tgid == 0 {
             "a server socket".to_string()
         } else {
@@ -663,8 +681,13 @@ impl Kernel {
                 e.remote,
             )
         };
+        let since = if start == e.syn_ns {
+            "the first drop"
+        } else {
+            "the first dropped data"
+        };
         let outcome = if completed {
-            format!("the handshake completed {} after the first drop", ms(cost))
+            format!("the handshake completed {} after {since}", ms(cost))
         } else {
             format!(
                 "no handshake followed while watched; the drops spanned {}",
@@ -691,6 +714,10 @@ impl Kernel {
             "first_drop_to_last_ms": e.last_syn_ns.saturating_sub(e.syn_ns) as f64 / 1e6,
             "completed": completed,
         });
+        if overflow {
+            f.evidence["data_dropped"] = json!(e.data_drop_ns != 0);
+            f.evidence["synack_resent"] = json!(e.synack_ns != 0);
+        }
         Some(f)
     }
 
@@ -1226,27 +1253,77 @@ mod tests {
 
     #[test]
     fn a_final_ack_dropped_by_a_full_accept_queue_names_the_listener() {
+        // The client's handshake ACK at 1000 ms and its request at 1000.5 ms are dropped
+        // (TCP_LISTEN_OVERFLOW); its timer resends the request at 1200 ms (dropped again) and
+        // at 1600 ms, which makes the connection. The request waited from 1000.5 ms.
         let mut j = kernel();
         let drop = Event {
             drop_reason: 40,
             rx_state: TCP_LISTEN,
             tgid: 900,
             comm: "nginx".into(),
-            drops: 2,
+            drops: 3,
             last_syn_ns: 1_200 * MS,
+            data_drop_ns: 1_000 * MS + 500_000,
             ..server_drop()
         };
         j.judge(&drop);
         j.judge(&Event {
             kind: EV_ACCEPT,
             ts_ns: 1_600 * MS,
-            ..drop
+            ..drop.clone()
         });
         let f = j.due(u64::MAX);
-        assert_eq!((f[0].id, f[0].cost_ns), ("accept-queue-full", 600 * MS));
+        assert_eq!(
+            (f[0].id, f[0].cost_ns),
+            ("accept-queue-full", 599 * MS + 500_000)
+        );
         assert!(f[0].explanation.contains("nginx (pid 900)"));
-        assert!(f[0].explanation.contains("2 times"));
+        assert!(f[0].explanation.contains("3 times"));
+        assert!(f[0].explanation.contains("after the first dropped data"));
         assert_eq!(f[0].process.pid, 900);
+        assert_eq!(f[0].evidence["data_dropped"], true);
+
+        // A client that sends nothing until the server speaks: only its handshake ACK is
+        // dropped (1000 ms); the listener resends its SYN-ACK at 2000 ms, and the client's
+        // answer to it makes the connection at 2000.2 ms. It waited from the drop.
+        let banner = Event {
+            drops: 1,
+            last_syn_ns: 1_000 * MS,
+            data_drop_ns: 0,
+            synack_ns: 2_000 * MS,
+            remote: "10.0.0.1:41005".parse().unwrap(),
+            ..drop.clone()
+        };
+        j.judge(&banner);
+        j.judge(&Event {
+            kind: EV_ACCEPT,
+            ts_ns: 2_000 * MS + 200_000,
+            ..banner.clone()
+        });
+        let f = j.due(u64::MAX);
+        assert_eq!(
+            (f[0].id, f[0].cost_ns),
+            ("accept-queue-full", 1_000 * MS + 200_000)
+        );
+        assert!(f[0].explanation.contains("after the first drop."));
+        assert_eq!(f[0].evidence["synack_resent"], true);
+
+        // Only the handshake ACK dropped, and the client's request 5 ms later (its own
+        // schedule, not a resend) found room and made the connection: nobody waited.
+        let own_time = Event {
+            data_drop_ns: 0,
+            synack_ns: 0,
+            remote: "10.0.0.1:41006".parse().unwrap(),
+            ..banner
+        };
+        j.judge(&own_time);
+        j.judge(&Event {
+            kind: EV_ACCEPT,
+            ts_ns: 1_005 * MS,
+            ..own_time
+        });
+        assert!(j.due(u64::MAX).is_empty());
     }
 
     #[test]
@@ -1277,6 +1354,7 @@ mod tests {
             drops: 2,
             last_syn_ns: 1_000 * MS + 100_000,
             ts_ns: 1_000 * MS + 100_000,
+            data_drop_ns: 1_000 * MS + 100_000,
             ..server_drop()
         };
         j.judge(&drop);
@@ -1308,7 +1386,7 @@ mod tests {
         assert_eq!(
             ids,
             [
-                ("accept-queue-full", 212 * MS + 200_000),
+                ("accept-queue-full", 212 * MS + 100_000),
                 ("rto-retransmission", 212 * MS + 100_000)
             ]
         );
@@ -1321,6 +1399,7 @@ mod tests {
         // connection (room again): nobody waited, nothing is reported.
         let quick = Event {
             drops: 1,
+            data_drop_ns: 0,
             remote: "10.0.0.1:41003".parse().unwrap(),
             ..drop.clone()
         };

@@ -102,6 +102,13 @@ pub const TRACEPOINTS: &[Tracepoint] = &[
         ],
     },
     Tracepoint {
+        program: "on_synack",
+        category: "tcp",
+        name: "tcp_retransmit_synack",
+        btf: true,
+        fields: &[],
+    },
+    Tracepoint {
         program: "on_probe",
         category: "tcp",
         name: "tcp_probe",

@@ -110,11 +110,18 @@ struct Window {
 
 /// One analysis of a capture: its connections and analyze's findings of `id` (count, ms).
 fn analyzed(capture: &str, id: &str) -> (Window, (usize, f64)) {
+    let (w, each) = analyzed_each(capture, id);
+    (w, (each.len(), each.iter().map(|(_, ms)| ms).sum()))
+}
+
+/// One analysis of a capture: its connections and analyze's findings of `id`, each as its
+/// client and cost (ms), so that a failure shows which connection the two faces disagree on.
+fn analyzed_each(capture: &str, id: &str) -> (Window, Vec<(String, f64)>) {
     let out = tcpwhy(&["analyze", "--format", "json", capture]);
     assert_eq!(out.status.code(), Some(0), "{capture}");
     let (mut first, mut last) = (i64::MAX, i64::MIN);
     let mut pairs = std::collections::HashSet::new();
-    let (mut n, mut ms) = (0, 0.0);
+    let mut each = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).expect("JSON");
         if v["type"] == "connection" {
@@ -124,12 +131,24 @@ fn analyzed(capture: &str, id: &str) -> (Window, (usize, f64)) {
             pairs.insert((c.clone(), s.clone()));
             pairs.insert((s, c));
         } else if v["type"] == "finding" && v["id"] == id {
-            n += 1;
-            ms += v["cost_ms"].as_f64().expect("cost");
+            let ms = v["cost_ms"].as_f64().expect("cost");
+            each.push((v["client"].as_str().unwrap_or("?").to_string(), ms));
         }
     }
     assert!(first <= last, "{capture}: no connection");
-    (Window { first, last, pairs }, (n, ms))
+    (Window { first, last, pairs }, each)
+}
+
+/// Each of watch's findings as its id, two endpoints, cost and evidence (for failure messages).
+fn each_watched(w: &[&Value]) -> Vec<String> {
+    w.iter()
+        .map(|v| {
+            format!(
+                "{} {} {} {} ms {}",
+                v["id"], v["local"], v["remote"], v["cost_ms"], v["evidence"]
+            )
+        })
+        .collect()
 }
 
 /// watch's findings of `id` on a capture's connections: the same two endpoints, and begun
@@ -193,18 +212,33 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     let mut table = Vec::new();
     for (run, id) in cases {
         let c = cap(run);
-        let (win, (n, ms)) = analyzed(&c, id);
+        let (win, each) = analyzed_each(&c, id);
+        let (n, ms) = (each.len(), each.iter().map(|(_, ms)| ms).sum::<f64>());
         let w = watched(&f, id, &win);
         let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
         table.push(format!(
-            "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms",
-            w.len()
+            "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms; analyze {each:?}; watch {:?}",
+            w.len(),
+            each_watched(&w)
         ));
         assert!(n > 0, "{run}: analyze names no {id}");
         // Timeouts: analyze makes one finding per sender, watch one per resend; restarts:
         // analyze one per connection and side, watch one per write.
         if id != "rto-retransmission" && id != "slow-start-restart" {
-            assert_eq!(w.len(), n, "{table:?}");
+            if w.len() != n {
+                // What watch said of these connections under any id, and its summary.
+                let all: Vec<&Value> = f
+                    .iter()
+                    .filter(|v| {
+                        win.pairs
+                            .contains(&(v["local"].to_string(), v["remote"].to_string()))
+                    })
+                    .collect();
+                panic!(
+                    "{table:?}\nwatch on {run}'s connections: {:?}\nsummary: {summary}",
+                    each_watched(&all)
+                );
+            }
         } else {
             assert!(!w.is_empty(), "{table:?}");
         }
@@ -217,16 +251,21 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     // resends; a connection that one resend served it calls rto-retransmission. The same
     // connections, the same time: watch's accept-queue-full against analyze's two ids.
     let c = cap("syn-backlog-full-broken");
-    let (win, (n_full, ms_full)) = analyzed(&c, "accept-queue-full");
-    let (_, (n_rto, ms_rto)) = analyzed(&c, "rto-retransmission");
+    let (win, full) = analyzed_each(&c, "accept-queue-full");
+    let (_, rto) = analyzed_each(&c, "rto-retransmission");
+    let (n_full, ms_full) = (full.len(), full.iter().map(|(_, ms)| ms).sum::<f64>());
+    let (n_rto, ms_rto) = (rto.len(), rto.iter().map(|(_, ms)| ms).sum::<f64>());
     let w = watched(&f, "accept-queue-full", &win);
     let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
     let ms = ms_full + ms_rto;
+    let each = each_watched(&w);
     table.push(format!(
-        "syn-backlog-full-broken: analyze accept-queue-full {n_full} / {ms_full:.1} ms + rto-retransmission {n_rto} / {ms_rto:.1} ms, watch accept-queue-full {} / {wms:.1} ms",
+        "syn-backlog-full-broken: analyze accept-queue-full {n_full} / {ms_full:.1} ms + rto-retransmission {n_rto} / {ms_rto:.1} ms, watch accept-queue-full {} / {wms:.1} ms; analyze {full:?} + {rto:?}; watch {each:?}",
         w.len()
     ));
-    assert!(n_full + n_rto > 0, "{table:?}");
+    // Whether a handshake ACK meets the full queue depends on how the accept()s and the
+    // clients' ACKs interleave: on a loaded machine every ACK can find room. Then neither
+    // face may name one.
     assert_eq!(w.len(), n_full + n_rto, "{table:?}");
     assert!((wms - ms).abs() <= 0.2 * ms, "{table:?}");
     assert!(

@@ -60,6 +60,7 @@ struct sock_common {
 	__u32 skc_daddr;
 	__u32 skc_rcv_saddr;
 	__u16 skc_dport;
+	__u16 skc_num; // the local port, host order
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
 	possible_net_t skc_net;
@@ -72,6 +73,11 @@ struct sock {
 	__u16 sk_protocol;
 	__u32 sk_ack_backlog;     // a listener's accept queue: connections waiting
 	__u32 sk_max_ack_backlog; // and its listen() backlog
+} __attribute__((preserve_access_index));
+
+// A connection being set up on a listener (SYN-RECV): its addresses are its sock_common's.
+struct request_sock {
+	struct sock_common __req_common;
 } __attribute__((preserve_access_index));
 
 struct tcp_congestion_ops {
@@ -224,13 +230,18 @@ struct event {
 	__u32 drop_reason;  // enum skb_drop_reason (named from skb:kfree_skb's format)
 	__u32 drops;
 	__u32 rx_state;     // the state of the socket the packet met (TIME-WAIT, LISTEN, ...)
+	// EV_DROP and EV_ACCEPT at a full accept queue: the first dropped segment that carried
+	// data (its sender must send it again on its timer), and the listener's first SYN-ACK
+	// resend after a drop (the client's answer to it can complete the handshake); 0: none.
+	__u64 data_drop_ns;
+	__u64 synack_ns;
 	// EV_BURST_END: the burst's bytes are in `bytes`, its time from the restart to its last
 	// data sent in `idle_jiffies`. EV_ZERO_WINDOW: the stall's jiffies in `idle_jiffies`,
 	// from the ACK that closed the window to the one that opened it.
 };
 
 // src/event.rs reads this layout; the size is checked on both sides.
-_Static_assert(sizeof(struct event) == 192, "struct event is 192 bytes");
+_Static_assert(sizeof(struct event) == 208, "struct event is 208 bytes");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -264,6 +275,8 @@ struct dropped {
 	__u32 reason;
 	__u32 rx_state;
 	__u32 queue_full; // some drop met the listener with its accept queue full
+	__u64 data_ns;    // the first dropped segment with data at a full queue (0: none)
+	__u64 synack_ns;  // the listener's first SYN-ACK resend after a drop (0: none)
 };
 
 struct {
@@ -651,6 +664,8 @@ static __always_inline void accepted(const struct sock *s)
 		e->drop_reason = d->reason;
 		e->rx_state = d->rx_state;
 		e->queue_full = d->queue_full;
+		e->data_drop_ns = d->data_ns;
+		e->synack_ns = d->synack_ns;
 		put_owner(e, d->listener);
 		read_tcp(e, s);
 		bpf_ringbuf_submit(e, 0);
@@ -854,12 +869,15 @@ int on_drop(struct tp_kfree_skb *ctx)
 		// Followed only when it met a listener whose accept queue is full (the kernel's
 		// sk_acceptq_is_full: more waiting than the backlog): the handshake's last ACK, or
 		// the data after it, for which no socket could be made (the syncookie path drops it
-		// so). A packet to a closed port is answered by a reset and costs no wait.
+		// so). A packet to a closed port is answered by a reset and costs no wait. The
+		// listener is not locked here: an accept() on another CPU can take one connection
+		// off the queue between the kernel's test and this read, so a queue one below full
+		// counts as full too.
 		if (!rx)
 			return 0;
 		rx_state = BPF_CORE_READ(rx, __sk_common.skc_state);
 		if (rx_state != TCP_LISTEN ||
-		    BPF_CORE_READ(rx, sk_ack_backlog) <= BPF_CORE_READ(rx, sk_max_ack_backlog))
+		    BPF_CORE_READ(rx, sk_ack_backlog) < BPF_CORE_READ(rx, sk_max_ack_backlog))
 			return 0;
 		queue_full = 1;
 	}
@@ -895,6 +913,12 @@ int on_drop(struct tp_kfree_skb *ctx)
 	__u8 tcp[14];
 	if (bpf_probe_read_kernel(tcp, sizeof(tcp), head + th))
 		return 0;
+	// The segment's payload: the IP packet's length less both headers (IPv6: no extension
+	// headers, as above).
+	__u32 ip_len = proto == ETH_P_IP ? ((__u32)ip[2] << 8 | ip[3])
+					 : 40 + ((__u32)ip[4] << 8 | ip[5]);
+	__u32 headers = (__u32)(th - nh) + (__u32)(tcp[12] >> 4) * 4;
+	int has_data = ip_len > headers;
 	__u8 flags = tcp[13];
 	int pure_syn = (flags & (TH_SYN | TH_ACK | TH_RST)) == TH_SYN;
 	int handshake_ack = (flags & (TH_SYN | TH_ACK | TH_RST)) == TH_ACK;
@@ -913,9 +937,14 @@ int on_drop(struct tp_kfree_skb *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 listener = rx_state == TCP_LISTEN ? (__u64)rx : 0;
 	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
+	int overflow = queue_full || reason == drop_listen_overflow;
+	__u64 data_ns = overflow && has_data ? now : 0;
 	struct dropped nd = {.first_ns = now, .last_ns = now, .drops = 1, .reason = reason,
-			     .rx_state = rx_state, .listener = listener, .queue_full = queue_full};
+			     .rx_state = rx_state, .listener = listener, .queue_full = queue_full,
+			     .data_ns = data_ns};
 	if (d) {
+		if (d->data_ns == 0)
+			d->data_ns = data_ns;
 		d->last_ns = now;
 		d->drops += 1;
 		d->reason = reason;
@@ -944,8 +973,47 @@ int on_drop(struct tp_kfree_skb *ctx)
 	e->drop_reason = reason;
 	e->rx_state = rx_state;
 	e->queue_full = nd.queue_full;
+	e->data_drop_ns = nd.data_ns;
+	e->synack_ns = nd.synack_ns;
 	put_owner(e, nd.listener);
 	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+// BTF-typed (tcp_retransmit_synack(const struct sock *sk, const struct request_sock *req)):
+// a listener sent a SYN-ACK again. After the handshake's last ACK was dropped at a full
+// accept queue, the client's answer to this resend can complete the handshake: a client that
+// sent no data (it waits for the server to speak) waited for it. Looked up only within
+// DROP_HORIZON_NS of a drop, like `accepted`.
+SEC("tp_btf/tcp_retransmit_synack")
+int on_synack(__u64 *ctx)
+{
+	__u32 k = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_drop, &k);
+	if (!last || *last == 0)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - *last > DROP_HORIZON_NS)
+		return 0;
+	const struct sock *listener = (const void *)ctx[0];
+	const struct request_sock *req = (const void *)ctx[1];
+	struct flow f = {};
+	f.netns = netns_of(listener);
+	f.family = BPF_CORE_READ(req, __req_common.skc_family);
+	f.lport = BPF_CORE_READ(req, __req_common.skc_num);
+	f.rport = __builtin_bswap16(BPF_CORE_READ(req, __req_common.skc_dport));
+	if (f.family == AF_INET6) {
+		BPF_CORE_READ_INTO(&f.laddr, req, __req_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&f.raddr, req, __req_common.skc_v6_daddr);
+	} else {
+		__u32 a = BPF_CORE_READ(req, __req_common.skc_rcv_saddr);
+		__builtin_memcpy(f.laddr, &a, 4);
+		a = BPF_CORE_READ(req, __req_common.skc_daddr);
+		__builtin_memcpy(f.raddr, &a, 4);
+	}
+	struct dropped *d = bpf_map_lookup_elem(&drops, &f);
+	if (d && d->synack_ns == 0)
+		d->synack_ns = now;
 	return 0;
 }
 
