@@ -2555,3 +2555,109 @@ fn a_refusal_then_the_same_syn_answered_costs_the_wait_until_it() {
     assert_eq!(r[0].cost_ns, 506 * MS);
     assert_eq!(r[0].frames, [1, 2, 3]);
 }
+
+#[test]
+fn a_slow_answer_after_the_server_spoke_on_its_own_is_low() {
+    // grpc_web's shape (Wireshark's test capture): a request at 20 ms answered at once; then
+    // the server sends again at 1035 ms, a second after the client had acknowledged all of
+    // it, with nothing asked (a stream's next message). The client's 13 bytes at 1038 ms
+    // (a WINDOW_UPDATE) are followed by the server's next message a second later: named,
+    // but `low`, since that message may be the stream's next one and not an answer.
+    let lines = |push: bool| -> Vec<Line> {
+        let s = if push { 6001 } else { 5501 };
+        let mut l = with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (25, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+            (35, C, ACK, 1101, 5501, 0, 1000, &[]),
+        ]);
+        if push {
+            l.push((1035, S, ACK | PSH, 5501, 1101, 500, 1000, &[]));
+        }
+        l.extend_from_slice(&[
+            (1038, C, ACK | PSH, 1101, s, 13, 1000, &[]),
+            (1048, S, ACK, s, 1114, 0, 1000, &[]),
+            (2038, S, ACK | PSH, s, 1114, 500, 1000, &[]),
+            (2048, C, ACK, 1114, s + 500, 0, 1000, &[]),
+        ]);
+        l
+    };
+    let delay = |l: &[Line]| -> Vec<Finding> {
+        run(l)
+            .into_iter()
+            .filter(|f| f.id == "server-delay")
+            .collect()
+    };
+    let f = delay(&lines(true));
+    assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 990 * MS);
+    assert_eq!(f[0].confidence.level, Level::Low);
+    assert!(
+        f[0].confidence.reasons[0].contains("the server sent more after a pause"),
+        "{:?}",
+        f[0].confidence
+    );
+    // Without the server's message of its own, the same wait is an answer: `high`.
+    let f = delay(&lines(false));
+    assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+    assert_eq!(f[0].confidence.level, Level::High, "{:?}", f[0].confidence);
+    // A slow answer before the server's message of its own keeps its level (gRPC's first
+    // response 500 ms late, then its stream).
+    let f = delay(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+        (520, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+        (530, C, ACK, 1101, 5501, 0, 1000, &[]),
+        (1530, S, ACK | PSH, 5501, 1101, 500, 1000, &[]),
+        (1540, C, ACK, 1101, 6001, 0, 1000, &[]),
+    ]));
+    assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 490 * MS);
+    assert_eq!(f[0].confidence.level, Level::High, "{:?}", f[0].confidence);
+}
+
+#[test]
+fn a_slow_answer_after_the_client_spoke_again_unanswered_is_low() {
+    // netperfmeter's shape (Wireshark's test capture): the client sends 100 bytes at 20 ms,
+    // acknowledged at once, and 100 more at `again` ms, its request still unanswered; the
+    // server sends 300 bytes at 700 ms. After a pause of at least 200 ms (and four round
+    // trips) beyond the 10 ms to the server, the client sent on its own schedule (or its
+    // request in parts): named, but `low`.
+    let lines = |again: i64, acked: bool| -> Vec<Line> {
+        let mut l = with_hs(&[(20, C, ACK | PSH, 1001, 5001, 100, 1000, &[])]);
+        if acked {
+            l.push((21, S, ACK, 5001, 1101, 0, 1000, &[]));
+        }
+        l.extend_from_slice(&[
+            (again, C, ACK | PSH, 1101, 5001, 100, 1000, &[]),
+            (again + 1, S, ACK, 5001, 1201, 0, 1000, &[]),
+            (700, S, ACK | PSH, 5001, 1201, 300, 1000, &[]),
+            (710, C, ACK, 1201, 5301, 0, 1000, &[]),
+        ]);
+        l
+    };
+    let delay = |l: &[Line]| -> Finding {
+        let f: Vec<Finding> = run(l)
+            .into_iter()
+            .filter(|f| f.id == "server-delay")
+            .collect();
+        assert_eq!(ids(&f), ["server-delay"], "{f:?}");
+        f.into_iter().next().expect("one")
+    };
+    let f = delay(&lines(300, true));
+    assert_eq!(f.cost_ns, 390 * MS);
+    assert_eq!(f.confidence.level, Level::Low);
+    assert!(
+        f.confidence.reasons[0].contains("the client sent more after a pause"),
+        "{:?}",
+        f.confidence
+    );
+    // 150 ms later is within the pause that shows a schedule: one request in two writes.
+    let f = delay(&lines(170, true));
+    assert_eq!(f.cost_ns, 520 * MS);
+    assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
+    // The first part not yet acknowledged when the second went: the client may have been
+    // held by its window or a loss, not its own schedule.
+    let f = delay(&lines(300, false));
+    assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
+}

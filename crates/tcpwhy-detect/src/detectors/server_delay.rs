@@ -28,6 +28,20 @@
 //! and a reply exactly as long as a request of at most 200 bytes (keepalives or heartbeats
 //! that both sides send on their own timers, crossing).
 //!
+//! A side can show that it sends on its own schedule, not in turns:
+//! - the server sent more after a pause inside its answer, with nothing in flight and no
+//!   request since (a stream, server push, a timer, or an answer given in parts): what looks
+//!   like an answer later may be its next scheduled message, and the "request" the client's
+//!   reaction to the last one (an HTTP/2 WINDOW_UPDATE, a chat's receipt);
+//! - the client sent more after a pause while its request was unanswered, with everything it
+//!   had sent acknowledged (messages on its own timer, or a request in parts): the server may
+//!   have waited for the rest, and an answer may follow either message.
+//!
+//! The packets cannot tell these from a slow server, so a finding with a slow exchange
+//! counted after either sign is `low`, with the reason; exchanges before it keep their
+//! level. A pause here is at least `OWN_PAUSE` and four round trips beyond the capture
+//! point's way to the server.
+//!
 //! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
 //! subflow's requests, replies and pauses are not the application's.
@@ -43,7 +57,7 @@
 //! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, ConnState, MS, WHOLE};
-use crate::finding::{ms, ms_f};
+use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
@@ -64,11 +78,26 @@ const KEEPALIVE_MAX: u64 = 200;
 /// more of quiet from the server (a person or a timer starting a turn, not a machine asking
 /// right after connecting or right after the last answer).
 const QUIET: u32 = 1 << 31;
+/// `ConnState::server_delay_exchanges` bit: the server sent more after a pause inside its
+/// answer, with nothing in flight and no request since (module documentation).
+const SERVER_OWN: u32 = 1 << 30;
+/// `ConnState::server_delay_exchanges` bit: the client sent more after a pause while its
+/// request was unanswered and all it had sent was acknowledged (module documentation).
+const CLIENT_OWN: u32 = 1 << 29;
+/// The bits of `ConnState::server_delay_exchanges` that are not the count.
+const FLAGS: u32 = QUIET | SERVER_OWN | CLIENT_OWN;
+/// The shortest pause that shows a side sending on its own schedule.
+const OWN_PAUSE: i64 = 200 * MS;
 
 /// The request/response exchanges server-delay has seen on the connection.
 pub(crate) fn exchanges(cs: &ConnState) -> u32 {
-    cs.server_delay_exchanges & !QUIET
+    cs.server_delay_exchanges & !FLAGS
 }
+
+/// Why a finding with a slow exchange after `CLIENT_OWN` is `low`.
+const CLIENT_OWN_REASON: &str = "before a slow answer the client sent more after a pause while its request was unanswered (all it had sent acknowledged): it sends on its own schedule or in parts, so the server may have waited for the rest, and the capture cannot tell which message an answer answers";
+/// Why a finding with a slow exchange after `SERVER_OWN` is `low`.
+const SERVER_OWN_REASON: &str = "before a slow answer the server sent more after a pause with nothing asked and nothing in flight: it sends on its own schedule (a stream, push, a timer) or answers in parts, so what looks like a late answer may be its next message";
 
 /// Ports of protocols whose server speaks first: FTP, SSH, SMTP (25, 465, 587), POP3 (110,
 /// 995), NNTP, IMAP (143, 993), MySQL, VNC.
@@ -96,6 +125,8 @@ pub(crate) struct State {
 pub(crate) struct Found {
     slow: Vec<(At, Option<At>, At, i64)>,
     count: u32,
+    /// `SERVER_OWN` and `CLIENT_OWN`: the signs seen before a slow exchange was counted.
+    after_own: u32,
     total_ns: i64,
 }
 
@@ -118,7 +149,13 @@ impl Detector for ServerDelay {
         if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let request_bytes = cs.exchange.peek(cs.used).map_or(0, |x| x.request_bytes());
+        let (request_bytes, response_acked_at) = cs
+            .exchange
+            .peek(cs.used)
+            .map_or((0, None), |x| (x.request_bytes(), x.response_acked_at()));
+        // A pause long enough to show a side's own schedule (module documentation).
+        let far = c.syn_to_syn_ack_ns().unwrap_or(0);
+        let own_pause = OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + far;
         let st = cs.server_delay.get(&mut cs.used);
         if ev.from == Side::Client
             && c.handshake.ack == Some(ev.at)
@@ -132,6 +169,11 @@ impl Detector for ServerDelay {
         }
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
+                if st.request_last.is_some_and(|r| ev.at.ts_ns - r.ts_ns >= own_pause)
+                    && c.server.max_ack().is_some_and(|a| a >= ev.seg.seq)
+                {
+                    cs.server_delay_exchanges |= CLIENT_OWN;
+                }
                 if st.request_last.is_none() {
                     // The request's first segment: how long the server had been quiet.
                     let quiet = ev.at.ts_ns - c.server.last_ts >= 1_000 * MS;
@@ -155,6 +197,9 @@ impl Detector for ServerDelay {
             }
             Side::Server if ev.new_data && ev.seg.payload_len > 0 => {
                 let Some(req) = st.request_last.take() else {
+                    if response_acked_at.is_some_and(|t| ev.at.ts_ns - t >= own_pause) {
+                        cs.server_delay_exchanges |= SERVER_OWN;
+                    }
                     return;
                 };
                 // Data whose ACK does not cover all the client sent (its FIN aside) left the
@@ -168,9 +213,9 @@ impl Detector for ServerDelay {
                     return;
                 }
                 let quiet_before = cs.server_delay_exchanges & QUIET != 0;
+                let own = cs.server_delay_exchanges & (SERVER_OWN | CLIENT_OWN);
                 cs.server_delay_exchanges += 1;
-                // The capture point's round trip to the server, from the handshake split.
-                let far = c.syn_to_syn_ack_ns().unwrap_or(0);
+                // The capture point's round trip to the server (`far`), from the handshake split.
                 let rtt = rtt_ns(c).unwrap_or(0);
                 let server_time = ev.at.ts_ns - req.ts_ns - far;
                 let reply = u64::from(ev.seg.payload_len);
@@ -183,6 +228,7 @@ impl Detector for ServerDelay {
                 if server_time >= MIN_DELAY && server_time >= 4 * rtt && !person_or_timer {
                     let acked = st.acked;
                     let f = cs.extra.get::<Found>(WHOLE);
+                    f.after_own |= own;
                     f.count += 1;
                     f.total_ns += server_time;
                     if f.slow.len() < KEEP {
@@ -199,7 +245,7 @@ impl Detector for ServerDelay {
         if cs.server_delay.take(&mut cs.used).is_none() {
             return;
         }
-        let exchanges = cs.server_delay_exchanges & !QUIET;
+        let exchanges = exchanges(cs);
         let Some(st) = cs.extra.take::<Found>(WHOLE) else {
             return;
         };
@@ -236,6 +282,12 @@ impl Detector for ServerDelay {
             slow_exchanges: st.count,
         }
         .into();
+        if st.after_own & SERVER_OWN != 0 {
+            f.confidence.lower(Level::Low, SERVER_OWN_REASON);
+        }
+        if st.after_own & CLIENT_OWN != 0 {
+            f.confidence.lower(Level::Low, CLIENT_OWN_REASON);
+        }
         out.push(f);
     }
 }

@@ -298,6 +298,13 @@ impl State {
         self.req_bytes
     }
 
+    /// When the client had acknowledged all of the response sent so far, if the response
+    /// has begun and nothing since (the server has nothing in flight: its next data is its own
+    /// doing, not a window's or a loss's).
+    pub(crate) fn response_acked_at(&self) -> Option<i64> {
+        self.resp_first.and(self.resp_all_acked.get())
+    }
+
     /// The request now open (its first byte) and whether its response has begun.
     pub(crate) fn open_request(&self) -> Option<(At, bool)> {
         self.req_first.map(|r| (r, self.resp_first.is_some()))
