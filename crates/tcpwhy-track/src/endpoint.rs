@@ -492,9 +492,11 @@ pub struct Endpoint {
 /// What one side's IPv4 IDs said so far: the ID of its last segment, how many IDs it used
 /// (its segments: a TSO or GRO frame carries several, each with its own ID), and how many
 /// segments in a row came with the ID that followed (saturating; bit `ID_DATA`: that segment
-/// carried payload). A sender whose IDs follow each other (Linux: one counter per socket)
-/// shows a segment lost before the capture point as an ID skipped, and one reordered on the
-/// way as an ID that went back (`IpIds::order`).
+/// carried payload; bits `ID_SHARED`: how many skips were no lost segment). A sender whose
+/// IDs follow each other (Linux: one counter per socket) shows a segment lost before the
+/// capture point as an ID skipped, and one reordered on the way as an ID that went back
+/// (`IpIds::order`). A sender whose IDs skipped twice with nothing lost (Windows: one counter
+/// for the host, which its other connections use too) says nothing by a skip any more.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct IpIds {
     last_ip_id: u16,
@@ -512,7 +514,8 @@ impl IpIds {
     /// otherwise: the skipped segment was a lost one, resent now).
     pub(crate) fn order(&mut self, packets: u64, seg: &TcpSegment, mss: u32) -> IdOrder {
         let had_data = self.id_run & ID_DATA != 0;
-        let run = self.id_run & !ID_DATA;
+        let shared = self.id_run & ID_SHARED;
+        let run = self.id_run & ID_RUN_MAX;
         if seg.ip_id == 0 {
             self.id_run = 0;
             return IdOrder::Unknown;
@@ -521,7 +524,7 @@ impl IpIds {
             .last_ip_id
             .wrapping_add(u16::from(self.last_ids.max(1)));
         let skipped = seg.ip_id.wrapping_sub(expected);
-        let counted = packets > 0 && run >= ID_RUN;
+        let counted = packets > 0 && run >= ID_RUN && shared < 2 * ID_SHARED_ONE;
         if counted && (1..=64).contains(&expected.wrapping_sub(seg.ip_id)) {
             return IdOrder::Earlier;
         }
@@ -533,10 +536,10 @@ impl IpIds {
         let run = match order {
             // Kept until the caller says whether the skip is explained.
             IdOrder::Skipped(..) => ID_RUN,
-            _ if packets > 0 && skipped == 0 => (run + 1).min(ID_DATA - 1),
+            _ if packets > 0 && skipped == 0 => (run + 1).min(ID_RUN_MAX),
             _ => 0,
         };
-        self.id_run = run | if seg.payload_len > 0 { ID_DATA } else { 0 };
+        self.id_run = run | shared | if seg.payload_len > 0 { ID_DATA } else { 0 };
         self.last_ip_id = seg.ip_id;
         let segs = seg.payload_len.div_ceil(mss.max(1)).max(1);
         self.last_ids = u8::try_from(segs).unwrap_or(u8::MAX);
@@ -544,9 +547,12 @@ impl IpIds {
     }
 
     /// The IDs `order` found skipped were not a lost segment: the run of consecutive IDs is
-    /// broken.
+    /// broken, and the skips with nothing lost are counted (to `ID_SHARED`, where they stay).
     pub(crate) fn skip_unexplained(&mut self) {
-        self.id_run &= ID_DATA;
+        let shared = (self.id_run & ID_SHARED)
+            .saturating_add(ID_SHARED_ONE)
+            .min(ID_SHARED);
+        self.id_run = (self.id_run & ID_DATA) | shared;
     }
 }
 
@@ -554,6 +560,12 @@ impl IpIds {
 const ID_RUN: u8 = 4;
 /// `IpIds::id_run` bit: the last segment carried payload (a lost tail follows data).
 const ID_DATA: u8 = 0x80;
+/// `IpIds::id_run` bits: skips that were no lost segment, counted (saturating at three) in
+/// steps of `ID_SHARED_ONE`; from two on, the sender's IDs say nothing by a skip.
+const ID_SHARED: u8 = 0x60;
+const ID_SHARED_ONE: u8 = 0x20;
+/// `IpIds::id_run` bits: the run of consecutive IDs (saturating).
+const ID_RUN_MAX: u8 = 0x1f;
 
 /// What a segment's IPv4 ID says about it (`IpIds::order`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -533,6 +533,51 @@ fn a_lost_tail_shows_at_the_receiver_as_a_skipped_ip_id() {
 }
 
 #[test]
+fn ids_that_skipped_twice_with_nothing_lost_say_nothing_of_a_lost_tail() {
+    // The lost tail above, from a sender whose IDs come from one counter for the whole host
+    // (Windows; nDPI's anydesk-2 and webex captures): its other connections take IDs between
+    // this one's segments. Two skips inside one flight, each after four consecutive IDs (no
+    // timer fires inside a flight: nothing was lost), show it; after them, a skip before data
+    // after a silence is no lost segment. A single such skip (a lost pure ACK can be one)
+    // leaves the IDs trusted.
+    let run = |ids: &[u16]| -> Vec<(u64, i64)> {
+        let mut r = Run::new();
+        let mut w = Vec::new();
+        seg_event(&mut r, &mut w, 0, C, SYN, 1000, 0, 0, 1);
+        seg_event(&mut r, &mut w, 20, S, SYN | ACK, 5000, 1001, 0, 0);
+        seg_event(&mut r, &mut w, 20, C, ACK | PSH, 1001, 5001, 10, 2);
+        let (flight, last) = ids.split_at(ids.len() - 1);
+        let mut seq = 5001;
+        for (i, id) in flight.iter().enumerate() {
+            let len = if i == 0 { 0 } else { 1460 };
+            seg_event(&mut r, &mut w, 40, S, ACK, seq, 1011, len, *id);
+            seq += len;
+        }
+        seg_event(&mut r, &mut w, 41, C, ACK, 1011, seq, 0, 3);
+        seg_event(&mut r, &mut w, 288, S, ACK | PSH, seq, 1011, 500, last[0]);
+        w
+    };
+    let ids = |skips: &[u16]| -> Vec<u16> {
+        // 100 (the ACK), then 14 data segments, then the last one after the silence, one
+        // ID apart but for a skip after each ID in `skips` and the tail lost before the last.
+        let mut v = vec![100u16];
+        let mut id = 100;
+        while v.len() < 15 {
+            id += if skips.contains(&id) { 2 } else { 1 };
+            v.push(id);
+        }
+        v.push(id + 2);
+        v
+    };
+    // Consecutive but for the lost tail: resent 248 ms after the flight.
+    assert_eq!(run(&ids(&[])), [(20, 248 * MS)]);
+    // One skip inside the flight (after 104), then four in a row: still a lost tail.
+    assert_eq!(run(&ids(&[104])), [(20, 248 * MS)]);
+    // Two skips inside the flight (after 104 and 110): a shared counter; no loss.
+    assert_eq!(run(&ids(&[104, 110])), []);
+}
+
+#[test]
 fn without_ids_a_lost_tail_is_judged_from_a_loss_probes_timing() {
     // The same lost tail with no IPv4 IDs (IPv6: every ID reads 0): the round trip is 20 ms,
     // and the last 500 bytes come 248 ms after the flight, the client quiet since its ACK at
