@@ -153,9 +153,10 @@ impl Detector for ServerDelay {
             .exchange
             .peek(cs.used)
             .map_or((0, None), |x| (x.request_bytes(), x.response_acked_at()));
+        // The capture point's round trip to the server, from the handshake split.
+        let far = || c.syn_to_syn_ack_ns().unwrap_or(0);
         // A pause long enough to show a side's own schedule (module documentation).
-        let far = c.syn_to_syn_ack_ns().unwrap_or(0);
-        let own_pause = OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + far;
+        let own_pause = || OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + far();
         let st = cs.server_delay.get(&mut cs.used);
         if ev.from == Side::Client
             && c.handshake.ack == Some(ev.at)
@@ -169,7 +170,7 @@ impl Detector for ServerDelay {
         }
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
-                if st.request_last.is_some_and(|r| ev.at.ts_ns - r.ts_ns >= own_pause)
+                if st.request_last.is_some_and(|r| ev.at.ts_ns - r.ts_ns >= own_pause())
                     && c.server.max_ack().is_some_and(|a| a >= ev.seg.seq)
                 {
                     cs.server_delay_exchanges |= CLIENT_OWN;
@@ -197,7 +198,7 @@ impl Detector for ServerDelay {
             }
             Side::Server if ev.new_data && ev.seg.payload_len > 0 => {
                 let Some(req) = st.request_last.take() else {
-                    if response_acked_at.is_some_and(|t| ev.at.ts_ns - t >= own_pause) {
+                    if response_acked_at.is_some_and(|t| ev.at.ts_ns - t >= own_pause()) {
                         cs.server_delay_exchanges |= SERVER_OWN;
                     }
                     return;
@@ -215,9 +216,8 @@ impl Detector for ServerDelay {
                 let quiet_before = cs.server_delay_exchanges & QUIET != 0;
                 let own = cs.server_delay_exchanges & (SERVER_OWN | CLIENT_OWN);
                 cs.server_delay_exchanges += 1;
-                // The capture point's round trip to the server (`far`), from the handshake split.
                 let rtt = rtt_ns(c).unwrap_or(0);
-                let server_time = ev.at.ts_ns - req.ts_ns - far;
+                let server_time = ev.at.ts_ns - req.ts_ns - far();
                 let reply = u64::from(ev.seg.payload_len);
                 let greeting = request_bytes == 0;
                 // Someone's timer or a person, not the server working (module documentation).
