@@ -1,6 +1,8 @@
 //! The tracker's limits and timers, documented where they are set.
 
-use crate::table::SEC;
+/// Nanoseconds in a second and in a millisecond: the unit of every time here.
+pub(crate) const SEC: i64 = 1_000_000_000;
+pub(crate) const MS: i64 = 1_000_000;
 
 /// How the tracker follows connections: its timeouts, its memory bound, the history it keeps.
 #[derive(Clone, Debug)]

@@ -1,7 +1,6 @@
 //! Where the tracker keeps its connections.
 
 use crate::conn::Connection;
-use crate::table::Timer;
 
 /// Connections stored in fixed chunks: growing never moves (copies) the ones already stored.
 pub(crate) struct Slots {
@@ -10,6 +9,16 @@ pub(crate) struct Slots {
 }
 
 pub(crate) const CHUNK: usize = 256;
+
+/// An entry in a deadline queue; stale when the slot now holds another connection. Queues pop
+/// in (deadline, id) order, so connections due at once finish in the order they started.
+/// `slot` is an embryo's handle (`crate::embryo::COMPACT` set) while the connection is compact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Timer {
+    pub(crate) deadline: i64,
+    pub(crate) id: u64,
+    pub(crate) slot: u32,
+}
 
 /// A connection on 32-byte boundaries: 448 bytes (432 of them the connection), 14 x 32, so
 /// each spans 7 or 8 cache lines wherever it starts.

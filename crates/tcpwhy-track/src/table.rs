@@ -7,22 +7,20 @@
 //! input always gives the same output. A connection that has seen only its client's SYNs is
 //! kept compact until anything else happens on its 4-tuple (`crate::embryo`).
 
-use crate::config::Config;
+use crate::config::{Config, MS};
 use crate::conn::{Connection, EndReason, Predecessor, RoleSource, Side};
 use crate::embryo::{Embryo, Embryos, Syn, COMPACT};
 use crate::endpoint::{At, IdOrder, Ts};
 use crate::flow::{flow_hash, FlowKey};
 use crate::history::{history_of, History, HistoryRing};
 use crate::sink::{Moment, SegmentEvent, Sink};
-use crate::slots::Slots;
+use crate::slots::{Slots, Timer};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::IpAddr;
 use tcpwhy_wire::TcpSegment;
 
-pub(crate) const SEC: i64 = 1_000_000_000;
-pub(crate) const MS: i64 = 1_000_000;
 /// A lost tail is resent by a timer: a loss probe for a single segment waits at least 200 ms
 /// on Linux (1.5 SRTT + the 200 ms delayed-ACK allowance), a retransmission timeout at least
 /// 200 ms (300 ms on Windows). A sender quiet for less than this before a segment after an
@@ -35,16 +33,6 @@ const PROBE_MIN_NS: i64 = 200 * MS;
 
 /// Sorted timer queues besides the heap (`Tracker::queues`).
 const QUEUES: usize = 3;
-
-/// An entry in a deadline queue; stale when the slot now holds another connection. Queues pop
-/// in (deadline, id) order, so connections due at once finish in the order they started.
-/// `slot` is an embryo's handle (`COMPACT` set) while the connection is compact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Timer {
-    pub(crate) deadline: i64,
-    pub(crate) id: u64,
-    pub(crate) slot: u32,
-}
 
 /// Counters the summary reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
