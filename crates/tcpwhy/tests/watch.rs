@@ -644,3 +644,82 @@ fn tcpwhy_watch_cgroup2_root() -> Option<std::path::PathBuf> {
             (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
         })
 }
+
+/// A network namespace of this test's own, deleted when dropped (also when the test fails).
+struct Netns(String);
+
+impl Netns {
+    fn new(name: &str) -> Netns {
+        let _ = Command::new("ip").args(["netns", "del", name]).output();
+        let ok = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().expect("ip");
+            assert!(out.status.success(), "ip {args:?}: {out:?}");
+        };
+        ok(&["netns", "add", name]);
+        let ns = Netns(name.to_string());
+        ok(&["-n", name, "link", "set", "lo", "up"]);
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+#[test]
+fn a_client_waiting_for_the_server_to_speak_waits_for_the_syn_ack_resend() {
+    let Some(_serial) = root_or_skip() else {
+        return;
+    };
+    // In a namespace of its own: a listener with backlog 0 (full with one connection
+    // waiting). B's handshake ACK is dropped by a firewall rule, A then fills the queue, and
+    // the rule goes. The listener resends its SYN-ACK about 1 s after B's SYN; B's answer
+    // meets the full queue (TCP_LISTEN_OVERFLOW). A is accepted at 1.7 s; the next SYN-ACK
+    // resend (about 3 s) is answered and makes B's connection. B sends nothing (a client
+    // that waits for the server to speak): its wait at the queue is from its dropped answer
+    // to the handshake's end, about 2 s (a run by hand: 2016 ms, accepted at 3.03 s).
+    let ns = Netns::new("tcpwhy-test-synack");
+    let script = r#"
+import socket, subprocess, time
+L = socket.socket(); L.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+L.bind(('127.0.0.1', 7000)); L.listen(0)
+rule = ['-p', 'tcp', '--dport', '7000', '--sport', '41000', '--tcp-flags', 'SYN,ACK,RST', 'ACK', '-j', 'DROP']
+subprocess.run(['iptables-legacy', '-I', 'INPUT'] + rule, check=True)
+B = socket.socket(); B.bind(('127.0.0.1', 41000))
+B.connect(('127.0.0.1', 7000))
+A = socket.create_connection(('127.0.0.1', 7000))
+time.sleep(0.2)
+subprocess.run(['iptables-legacy', '-D', 'INPUT'] + rule, check=True)
+time.sleep(1.5)
+L.settimeout(10)
+a, _ = L.accept()
+b, _ = L.accept()
+for s in (a, b, A, B, L): s.close()
+"#;
+    let watch = start_watch();
+    let run = Command::new("ip")
+        .args([
+            "netns", "exec", &ns.0, "timeout", "20", "python3", "-c", script,
+        ])
+        .output()
+        .expect("ip netns exec");
+    let (f, summary) = stop_watch(watch);
+    drop(ns);
+    assert!(run.status.success(), "{run:?}");
+    let full: Vec<&Value> = f
+        .iter()
+        .filter(|v| v["id"] == "accept-queue-full" && v["remote"] == "127.0.0.1:41000")
+        .collect();
+    assert_eq!(full.len(), 1, "{f:?} {summary}");
+    let ev = &full[0]["evidence"];
+    assert_eq!(ev["drop_reason"], "TCP_LISTEN_OVERFLOW", "{ev}");
+    assert_eq!(
+        (&ev["data_dropped"], &ev["synack_resent"]),
+        (&serde_json::json!(false), &serde_json::json!(true)),
+        "{ev}"
+    );
+    let ms = full[0]["cost_ms"].as_f64().unwrap();
+    assert!((1_500.0..=2_600.0).contains(&ms), "{ms} ms: {ev}");
+}
