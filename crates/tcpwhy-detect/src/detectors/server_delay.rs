@@ -39,8 +39,8 @@
 //!
 //! The packets cannot tell these from a slow server, so a finding with a slow exchange
 //! counted after either sign is `low`, with the reason; exchanges before it keep their
-//! level. A pause here is at least `OWN_PAUSE` and four round trips beyond the capture
-//! point's way to the server.
+//! level. A pause here is at least 200 ms and four round trips, beyond the capture point's
+//! way to the server.
 //!
 //! **Not made** on one subflow of a Multipath TCP connection (its SYN-ACK or later segments
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
