@@ -27,7 +27,8 @@
 //! **Cost.** Time, per burst: how long it took at the capture point against how long the same
 //! bytes take with the window kept (the larger of the one reached before the gap and the one
 //! this burst reached from its restart: kept, the window would have grown from more; within
-//! the receiver's): the round trips that window still needs, plus the bytes at the fastest
+//! the largest window the receiver advertised during the burst, which grows as data comes):
+//! the round trips that window still needs, plus the bytes at the fastest
 //! rate the sender reached (a quarter round trip's worth of its densest data). The sum over
 //! the bursts it happened to.
 //!
@@ -133,7 +134,9 @@ pub(crate) struct State {
     dense: u32,
     dense_before: u32,
     /// The window the sender reached before this burst (bytes), and the receiver's window
-    /// (scaled) when the burst began.
+    /// (scaled): when the burst began until its first flight is over (whether the receiver
+    /// held that flight), then the largest it advertised during the burst (a receiver's
+    /// window grows as data comes: it would have let a kept window through).
     window_before: u32,
     rwnd: u32,
 }
@@ -258,9 +261,6 @@ impl Dir<'_> {
             let w_kept = u64::from(kept).min(rwnd);
             let second = i64::from(self.st.second_us) * 1000;
             let dense = self.st.dense.max(self.st.dense_before);
-            // The receiver's window, not the sender's, made the first flight small; or it is
-            // not known (no handshake: the window scale is unknown), and cannot be ruled out.
-            let held_by_receiver = !self.is(RWND) || rwnd < 2 * u64::from(self.st.first_flight);
             if w > 0
                 && rtt > 0
                 && bytes > u64::from(self.st.first_flight)
@@ -269,7 +269,6 @@ impl Dir<'_> {
                 && second * 10 >= rtt * 6
                 && second * 2 <= rtt * 3
                 && self.is(DOUBLED)
-                && !held_by_receiver
                 && dense > 0
             {
                 let took = last - t0;
@@ -335,7 +334,10 @@ impl Dir<'_> {
             let acked = b.as_ref().and_then(|b| b.acked_ns);
             let released = self.is(PEER_ACKED)
                 && acked.is_none_or(|a| at.ts_ns.saturating_sub(a).saturating_mul(4) >= to_sender.saturating_mul(3));
-            if !released {
+            // The receiver's window, not the sender's, made the first flight small; or it is
+            // not known (no handshake: the window scale is unknown), and cannot be ruled out.
+            let held_by_receiver = !self.is(RWND) || self.st.rwnd / 2 < self.st.first_flight;
+            if !released || held_by_receiver {
                 *self.flags &= !AFTER_IDLE;
             }
             self.st.second_us = u32::try_from((since / 1000).max(1)).unwrap_or(u32::MAX);
@@ -396,6 +398,10 @@ impl Detector for SlowStartRestart {
             ) {
                 let start = next.0.wrapping_sub(st.burst_bytes);
                 if (ev.seg.ack.0.wrapping_sub(start) as i32) > 0 {
+                    if st.second_us != 0 {
+                        let w = c.endpoint(ev.from).window_scaled().unwrap_or(0);
+                        st.rwnd = st.rwnd.max(w);
+                    }
                     cs.slow_start_restart_flags[peer as usize] |= PEER_ACKED;
                     if let Some(b) = cs.extra.peek_mut::<AfterIdle>(peer) {
                         b.acked_ns.get_or_insert(ev.at.ts_ns);
