@@ -1257,6 +1257,16 @@ mod tests {
         // (TCP_LISTEN_OVERFLOW); its timer resends the request at 1200 ms (dropped again) and
         // at 1600 ms, which makes the connection. The request waited from 1000.5 ms.
         let mut j = kernel();
+        // A 4-tuple's drops, then its handshake's end at `accept_ns`: the findings.
+        let mut accepted = |drop: &Event, accept_ns: u64| {
+            j.judge(drop);
+            j.judge(&Event {
+                kind: EV_ACCEPT,
+                ts_ns: accept_ns,
+                ..drop.clone()
+            });
+            j.due(u64::MAX)
+        };
         let drop = Event {
             drop_reason: 40,
             rx_state: TCP_LISTEN,
@@ -1267,13 +1277,7 @@ mod tests {
             data_drop_ns: 1_000 * MS + 500_000,
             ..server_drop()
         };
-        j.judge(&drop);
-        j.judge(&Event {
-            kind: EV_ACCEPT,
-            ts_ns: 1_600 * MS,
-            ..drop.clone()
-        });
-        let f = j.due(u64::MAX);
+        let f = accepted(&drop, 1_600 * MS);
         assert_eq!(
             (f[0].id, f[0].cost_ns),
             ("accept-queue-full", 599 * MS + 500_000)
@@ -1295,13 +1299,7 @@ mod tests {
             remote: "10.0.0.1:41005".parse().unwrap(),
             ..drop.clone()
         };
-        j.judge(&banner);
-        j.judge(&Event {
-            kind: EV_ACCEPT,
-            ts_ns: 2_000 * MS + 200_000,
-            ..banner.clone()
-        });
-        let f = j.due(u64::MAX);
+        let f = accepted(&banner, 2_000 * MS + 200_000);
         assert_eq!(
             (f[0].id, f[0].cost_ns),
             ("accept-queue-full", 1_000 * MS + 200_000)
@@ -1317,13 +1315,7 @@ mod tests {
             remote: "10.0.0.1:41006".parse().unwrap(),
             ..banner
         };
-        j.judge(&own_time);
-        j.judge(&Event {
-            kind: EV_ACCEPT,
-            ts_ns: 1_005 * MS,
-            ..own_time
-        });
-        assert!(j.due(u64::MAX).is_empty());
+        assert!(accepted(&own_time, 1_005 * MS).is_empty());
     }
 
     #[test]

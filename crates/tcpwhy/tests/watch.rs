@@ -151,18 +151,25 @@ fn each_watched(w: &[&Value]) -> Vec<String> {
         .collect()
 }
 
+/// watch's findings (any id) on a capture's connections: the same two endpoints.
+fn on_connections<'a>(f: &'a [Value], w: &Window) -> Vec<&'a Value> {
+    f.iter()
+        .filter(|v| {
+            w.pairs
+                .contains(&(v["local"].to_string(), v["remote"].to_string()))
+        })
+        .collect()
+}
+
 /// watch's findings of `id` on a capture's connections: the same two endpoints, and begun
 /// within 5 s of the capture's window (the events' CLOCK_MONOTONIC turned into wall time as
 /// each record is written, the capture's wall-clock timestamps: clock slewing or a step
 /// between the two can move one against the other a little, so the endpoints decide and the
 /// time only tells reused ones apart).
 fn watched<'a>(f: &'a [Value], id: &str, w: &Window) -> Vec<&'a Value> {
-    f.iter()
+    on_connections(f, w)
+        .into_iter()
         .filter(|v| v["id"] == id)
-        .filter(|v| {
-            w.pairs
-                .contains(&(v["local"].to_string(), v["remote"].to_string()))
-        })
         .filter(|v| {
             let t = v["start_ns"].as_i64().expect("start_ns");
             t >= w.first - 5_000_000_000 && t <= w.last + 5_000_000_000
@@ -227,13 +234,7 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
         if id != "rto-retransmission" && id != "slow-start-restart" {
             if w.len() != n {
                 // What watch said of these connections under any id, and its summary.
-                let all: Vec<&Value> = f
-                    .iter()
-                    .filter(|v| {
-                        win.pairs
-                            .contains(&(v["local"].to_string(), v["remote"].to_string()))
-                    })
-                    .collect();
+                let all = on_connections(&f, &win);
                 panic!(
                     "{table:?}\nwatch on {run}'s connections: {:?}\nsummary: {summary}",
                     each_watched(&all)
@@ -281,13 +282,7 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
         "slow-start-after-idle-fixed",
     ] {
         let (win, _) = analyzed(&cap(run), "");
-        let named: Vec<&Value> = f
-            .iter()
-            .filter(|v| {
-                win.pairs
-                    .contains(&(v["local"].to_string(), v["remote"].to_string()))
-            })
-            .collect();
+        let named = on_connections(&f, &win);
         assert!(named.is_empty(), "{run}: {named:?}");
     }
     // Both ends of every run are on this host: each SYN a server dropped at TIME-WAIT (3) or

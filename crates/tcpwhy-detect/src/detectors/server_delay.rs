@@ -56,7 +56,7 @@
 //!
 //! **References.** docs/tcp-signatures.md section 7.
 
-use super::{rtt_ns, side_name, ConnState, MS, WHOLE};
+use super::{rtt_ns, side_name, to_sender, ConnState, MS, WHOLE};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -153,10 +153,9 @@ impl Detector for ServerDelay {
             .exchange
             .peek(cs.used)
             .map_or((0, None), |x| (x.request_bytes(), x.response_acked_at()));
-        // The capture point's round trip to the server, from the handshake split.
-        let far = || c.syn_to_syn_ack_ns().unwrap_or(0);
-        // A pause long enough to show a side's own schedule (module documentation).
-        let own_pause = || OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + far();
+        // A pause long enough to show a side's own schedule (module documentation), beyond
+        // the capture point's round trip to the server.
+        let own_pause = || OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + to_sender(c, Side::Server);
         let st = cs.server_delay.get(&mut cs.used);
         if ev.from == Side::Client
             && c.handshake.ack == Some(ev.at)
@@ -217,7 +216,8 @@ impl Detector for ServerDelay {
                 let own = cs.server_delay_exchanges & (SERVER_OWN | CLIENT_OWN);
                 cs.server_delay_exchanges += 1;
                 let rtt = rtt_ns(c).unwrap_or(0);
-                let server_time = ev.at.ts_ns - req.ts_ns - far();
+                // Less the capture point's round trip to the server (the handshake split).
+                let server_time = ev.at.ts_ns - req.ts_ns - to_sender(c, Side::Server);
                 let reply = u64::from(ev.seg.payload_len);
                 let greeting = request_bytes == 0;
                 // Someone's timer or a person, not the server working (module documentation).
