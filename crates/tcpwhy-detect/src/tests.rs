@@ -1602,6 +1602,58 @@ fn a_client_dropping_its_own_request_at_once_meant_to() {
 }
 
 #[test]
+fn a_reset_after_a_server_that_speaks_on_its_own_schedule_is_low() {
+    // gRPC server streaming (Wireshark's grpc_web capture): the client's request at 20 ms,
+    // the server's first message at 30 ms, acknowledged at 31 ms. With `stream`, the server
+    // sends its next message a second later (1031 ms) with nothing asked and nothing in
+    // flight: it sends on its own schedule. The client answers each message at once with 13
+    // bytes (an HTTP/2 WINDOW_UPDATE) at 1033 ms, acknowledged, and resets the connection at
+    // 4000 ms. The 13 bytes look like a request the server never answered (2967 ms to the
+    // reset) but may be the client's reaction: named, `low`. Without the server's second
+    // message the 13 bytes are the client's next request: `high`.
+    let lines = |stream: bool| -> Vec<Line> {
+        let mut l = with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (30, S, ACK | PSH, 5001, 1101, 500, 1000, &[]),
+            (31, C, ACK, 1101, 5501, 0, 1000, &[]),
+        ]);
+        let mut s = 5501;
+        if stream {
+            l.extend_from_slice(&[
+                (1031, S, ACK | PSH, 5501, 1101, 500, 1000, &[]),
+                (1032, C, ACK, 1101, 6001, 0, 1000, &[]),
+            ]);
+            s = 6001;
+        }
+        l.extend_from_slice(&[
+            (1033, C, ACK | PSH, 1101, s, 13, 1000, &[]),
+            (1034, S, ACK, s, 1114, 0, 1000, &[]),
+            (4000, C, RST | ACK, 1114, s, 0, 0, &[]),
+        ]);
+        l
+    };
+    let reset = |l: &[Line]| -> Finding {
+        let f: Vec<Finding> = run(l)
+            .into_iter()
+            .filter(|f| f.id == "connection-reset")
+            .collect();
+        assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
+        f.into_iter().next().expect("one")
+    };
+    let f = reset(&lines(true));
+    assert_eq!(f.cost_ns, 2967 * MS);
+    assert_eq!(f.confidence.level, Level::Low);
+    assert!(
+        f.confidence.reasons[0].contains("sends on its own schedule"),
+        "{:?}",
+        f.confidence
+    );
+    let f = reset(&lines(false));
+    assert_eq!(f.cost_ns, 2967 * MS);
+    assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
+}
+
+#[test]
 fn a_round_trip_growing_many_times_its_minimum_is_a_queue() {
     // Captured at the server: a 20 ms round trip (SYN-ACK -> ACK), then a request and a
     // transfer of 100 segments, one every 10 ms (the bottleneck's pace); each segment's ACK

@@ -34,6 +34,13 @@
 //! carry the MPTCP option): the application's data may travel on the other subflows, so one
 //! subflow's requests, replies and pauses are not the application's.
 //!
+//! **Confidence.** `low` when only an open request was outstanding (nothing in flight) and
+//! the server had shown before it that it sends on its own schedule: it went on with an
+//! answer after a pause with nothing asked and nothing in flight (a stream, server push, a
+//! timer). The client's last message may then be its reaction to the server's (an HTTP/2
+//! WINDOW_UPDATE, a receipt), not a request, and nothing was owed when the connection was
+//! reset; the packets cannot tell which.
+//!
 //! **Known false positives.** An application that aborts on purpose (SO_LINGER {1, 0} to
 //! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
 //! yet the data in flight was still thrown away.
@@ -41,7 +48,8 @@
 //! **References.** RFC 9293 section 3.10.7.3; docs/tcp-signatures.md section 1 (a lost RST).
 
 use super::{side_name, ConnState, WHOLE};
-use crate::finding::{ms, ms_f};
+use crate::finding::{ms, ms_f, Level};
+use crate::model::exchange::SERVER_OWN;
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 
@@ -63,6 +71,9 @@ pub(crate) struct Reset {
     request: Option<(At, bool)>,
     /// Bytes each side (client, server) had sent and the other had not acknowledged.
     in_flight: [u64; 2],
+    /// Only the open request was outstanding, and the server had shown before it that it
+    /// sends on its own schedule (the exchange model's `SERVER_OWN`).
+    own_schedule: bool,
 }
 
 #[derive(Default)]
@@ -70,6 +81,10 @@ pub struct ConnectionReset {}
 
 /// The findings whose cost is retransmission time.
 const RETRANSMISSIONS: [&str; 2] = ["rto-retransmission", "fast-retransmit"];
+
+/// Why a reset whose only outstanding work is an open request, on a connection whose server
+/// sends on its own schedule, is `low`.
+const OWN_SCHEDULE_REASON: &str = "the open request may not be one: before it the server went on with its answer after a pause with nothing asked and nothing in flight (it sends on its own schedule: a stream, push, a timer), so the client's last message may be its reaction to the server's, with nothing owed when the connection was reset";
 
 /// A client that resets its own acknowledged request after this long gave up waiting for the
 /// answer (client timeouts are seconds); sooner, it meant to abort.
@@ -158,6 +173,10 @@ impl Detector for ConnectionReset {
         if !outstanding || deliberate || closed_before {
             return;
         }
+        let request = request.filter(|(_, responded)| !responded || in_flight[1] > 0);
+        let own_schedule = in_flight == [0, 0]
+            && request.is_some_and(|(_, responded)| !responded)
+            && cs.exchange_has & SERVER_OWN != 0;
         cs.extra.set(
             WHOLE,
             Reset {
@@ -165,8 +184,9 @@ impl Detector for ConnectionReset {
                 last_rst: ev.at,
                 resets: 1,
                 by: ev.from,
-                request: request.filter(|(_, responded)| !responded || in_flight[1] > 0),
+                request,
                 in_flight,
+                own_schedule,
             },
         );
     }
@@ -259,6 +279,9 @@ impl Detector for ConnectionReset {
                 String::new()
             },
         );
+        if r.own_schedule {
+            f.confidence.lower(Level::Low, OWN_SCHEDULE_REASON);
+        }
         f.fix = if gave_up {
             format!(
                 "the {} gave up on a peer that stopped answering (see its rto-retransmission finding): find why the {} went silent (hung, restarted, gone, or its packets lost on the path); the reset is the consequence",

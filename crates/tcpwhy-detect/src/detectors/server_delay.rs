@@ -57,6 +57,7 @@
 //! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, to_sender, ConnState, MS, WHOLE};
+use crate::model::exchange::{self, OWN_PAUSE};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -78,16 +79,14 @@ const KEEPALIVE_MAX: u64 = 200;
 /// more of quiet from the server (a person or a timer starting a turn, not a machine asking
 /// right after connecting or right after the last answer).
 const QUIET: u32 = 1 << 31;
-/// `ConnState::server_delay_exchanges` bit: the server sent more after a pause inside its
-/// answer, with nothing in flight and no request since (module documentation).
+/// `Found::after_own` bit: the server sent more after a pause inside its answer, with nothing
+/// in flight and no request since (the exchange model's `SERVER_OWN`; module documentation).
 const SERVER_OWN: u32 = 1 << 30;
 /// `ConnState::server_delay_exchanges` bit: the client sent more after a pause while its
 /// request was unanswered and all it had sent was acknowledged (module documentation).
 const CLIENT_OWN: u32 = 1 << 29;
 /// The bits of `ConnState::server_delay_exchanges` that are not the count.
-const FLAGS: u32 = QUIET | SERVER_OWN | CLIENT_OWN;
-/// The shortest pause that shows a side sending on its own schedule.
-const OWN_PAUSE: i64 = 200 * MS;
+const FLAGS: u32 = QUIET | CLIENT_OWN;
 
 /// The request/response exchanges server-delay has seen on the connection.
 pub(crate) fn exchanges(cs: &ConnState) -> u32 {
@@ -149,10 +148,7 @@ impl Detector for ServerDelay {
         if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
             return;
         }
-        let (request_bytes, response_acked_at) = cs
-            .exchange
-            .peek(cs.used)
-            .map_or((0, None), |x| (x.request_bytes(), x.response_acked_at()));
+        let request_bytes = cs.exchange.peek(cs.used).map_or(0, |x| x.request_bytes());
         // A pause long enough to show a side's own schedule (module documentation), beyond
         // the capture point's round trip to the server.
         let own_pause = || OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + to_sender(c, Side::Server);
@@ -197,9 +193,6 @@ impl Detector for ServerDelay {
             }
             Side::Server if ev.new_data && ev.seg.payload_len > 0 => {
                 let Some(req) = st.request_last.take() else {
-                    if response_acked_at.is_some_and(|t| ev.at.ts_ns - t >= own_pause()) {
-                        cs.server_delay_exchanges |= SERVER_OWN;
-                    }
                     return;
                 };
                 // Data whose ACK does not cover all the client sent (its FIN aside) left the
@@ -213,7 +206,9 @@ impl Detector for ServerDelay {
                     return;
                 }
                 let quiet_before = cs.server_delay_exchanges & QUIET != 0;
-                let own = cs.server_delay_exchanges & (SERVER_OWN | CLIENT_OWN);
+                let server_own = cs.exchange_has & exchange::SERVER_OWN != 0;
+                let own = (cs.server_delay_exchanges & CLIENT_OWN)
+                    | if server_own { SERVER_OWN } else { 0 };
                 cs.server_delay_exchanges += 1;
                 let rtt = rtt_ns(c).unwrap_or(0);
                 // Less the capture point's round trip to the server (the handshake split).

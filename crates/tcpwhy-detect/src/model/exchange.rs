@@ -101,6 +101,17 @@ const RESP_NXT: u8 = 4;
 /// read by path-latency, which begins the request where it goes again.
 pub(crate) const SYN_DATA_AGAIN: u8 = 0x40;
 
+/// `ConnState::exchange_has` bit, kept for the connection's life: the server went on with a
+/// response after a pause of `OWN_PAUSE` or more (and four round trips, beyond the capture
+/// point's way to the server and back) with nothing in flight, nothing held and no request
+/// since. It sends on its own schedule (a stream, server push, a timer) or answers in parts,
+/// so the client's next message may be its reaction to the server's (an HTTP/2
+/// WINDOW_UPDATE, a chat's receipt), not a request, and what follows it not an answer.
+/// Read by server-delay and connection-reset.
+pub(crate) const SERVER_OWN: u8 = 0x08;
+/// The shortest pause that shows a side sending on its own schedule.
+pub(crate) const OWN_PAUSE: i64 = 200 * crate::model::MS;
+
 /// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
 const HOLD_MIN: i64 = 30_000_000;
 const RELEASE: i64 = 2_000_000;
@@ -257,6 +268,9 @@ impl Exchanges {
                         if pause >= HOLD_MIN {
                             extra.get::<Delays>(WHOLE).pause_ns += pause;
                         }
+                        if pause >= OWN_PAUSE.max(4 * crate::model::rtt_ns(c).unwrap_or(0)) {
+                            *has |= SERVER_OWN;
+                        }
                     }
                 }
                 st.resp_first.get_or_insert(ev.at);
@@ -298,13 +312,6 @@ impl State {
         self.req_bytes
     }
 
-    /// When the client had acknowledged all of the response sent so far, if the response
-    /// has begun and nothing since (the server has nothing in flight: its next data is its own
-    /// doing, not a window's or a loss's).
-    pub(crate) fn response_acked_at(&self) -> Option<i64> {
-        self.resp_first.and(self.resp_all_acked.get())
-    }
-
     /// The request now open (its first byte) and whether its response has begun.
     pub(crate) fn open_request(&self) -> Option<(At, bool)> {
         self.req_first.map(|r| (r, self.resp_first.is_some()))
@@ -326,7 +333,7 @@ impl State {
         self.count = taken.count;
         self.client_acked = taken.client_acked;
         self.server_acked = taken.server_acked;
-        *has &= CLIENT_ACKED | SERVER_ACKED;
+        *has &= CLIENT_ACKED | SERVER_ACKED | SERVER_OWN;
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
             taken.req_last.get(),
