@@ -2442,6 +2442,125 @@ fn a_segment_seen_sooner_after_the_late_ack_than_the_sender_is_away_left_before_
 }
 
 #[test]
+fn a_held_segment_nobody_answered_is_low() {
+    // tcpdump's bgp-4byte-asn.pcap: a router sends an UPDATE (A), the peer's ACK comes 40 ms
+    // late, and the KEEPALIVE Nagle held (B) leaves with it; the peer sends nothing for
+    // seconds after. The hold is named (A to B, 40 ms) but `low`: nobody may have waited for
+    // B. The peer answering B 1 ms after it (the control) or 2 s after it (its own turn);
+    // or closing 1 ms after it, having read it (the fixture loopback-http.pcap: an HTTP
+    // client's FIN right after the response's body that Nagle held).
+    let held = |answer_ms: Option<i64>, fin: bool| -> Finding {
+        let mut l = with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (60, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (60, C, ACK | PSH, 1101, 5001, 19, 1000, &[]),
+        ]);
+        match (answer_ms, fin) {
+            (Some(t), false) => l.push((t, S, ACK | PSH, 5001, 1120, 10, 1000, &[])),
+            (Some(t), true) => l.push((t, S, ACK | TcpFlags::FIN, 5001, 1120, 0, 1000, &[])),
+            (None, _) => {}
+        }
+        let f: Vec<Finding> = run(&l)
+            .into_iter()
+            .filter(|f| f.id == "nagle-delayed-ack")
+            .collect();
+        assert_eq!(ids(&f), ["nagle-delayed-ack"], "{f:?}");
+        f.into_iter().next().expect("one")
+    };
+    let f = held(None, false);
+    assert_eq!(f.cost_ns, 40 * MS);
+    assert_eq!(f.confidence.level, Level::Low);
+    assert!(
+        f.confidence.reasons[0].contains("answered none"),
+        "{:?}",
+        f.confidence
+    );
+    assert_eq!(held(Some(61), false).confidence.level, Level::High);
+    assert_eq!(held(Some(2_060), false).confidence.level, Level::Low);
+    assert_eq!(held(Some(61), true).confidence.level, Level::High);
+}
+
+#[test]
+fn far_from_the_sender_a_segment_echoing_the_late_ack_was_released_by_it() {
+    // tcpdump's of10_7050sx_bsn.pcap: captured at the receiver (an OpenFlow controller), the
+    // sender 4 ms away (the client's handshake ACK 4 ms after the SYN-ACK). The client sends A
+    // (100 bytes) at 20 ms; the server's pure ACK comes at 60 ms (its delayed-ACK timer, TSval
+    // 1004); B (100 bytes) is seen `b` ms later, one round trip after the ACK. B echoing the
+    // ACK's TSval left after the ACK reached the client: Nagle held it, A to B lost. B echoing
+    // an older TSval left before the ACK arrived (sent with A, late by the path): not Nagle.
+    // B echoing it but 11 ms after the ACK, beyond two round trips and 2 ms: written late.
+    let run_b = |b: i64, echo: bool| -> Vec<Finding> {
+        let lines: Vec<Line> = vec![
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (4, C, ACK, 1001, 5001, 0, 1000, &[]),
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (60, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (60 + b, C, ACK | PSH, 1101, 5001, 100, 1000, &[]),
+            (61 + b, S, ACK | PSH, 5001, 1201, 10, 1000, &[]),
+        ];
+        // Line i carries TSval 1000 + i; B echoes the late ACK's (line 4) or the SYN-ACK's.
+        let hook = |i: usize, o: &mut TcpOptions| {
+            let ecr = match (i, echo) {
+                (5, true) => 1004,
+                (5, false) => 1001,
+                _ => 0,
+            };
+            o.timestamp = Some((1000 + i as u32, ecr));
+        };
+        drive_hook(&[], None, false, S.1, [None, None], &lines, hook)
+            .findings
+            .into_iter()
+            .filter(|f| f.id == "nagle-delayed-ack")
+            .collect()
+    };
+    let f = run_b(4, true);
+    assert_eq!(ids(&f), ["nagle-delayed-ack"], "{f:?}");
+    assert_eq!(f[0].cost_ns, 44 * MS);
+    assert_eq!(f[0].frames, [4, 5, 6]);
+    assert!(run_b(4, false).is_empty());
+    assert!(run_b(11, true).is_empty());
+}
+
+#[test]
+fn a_full_segment_is_the_mss_less_the_timestamp_option() {
+    // nDPI's netflix.pcap: a 1460-byte MSS, every segment with timestamps, so 1448 bytes
+    // fill a segment; the server sends A (1448), the client's ACK is late, B (1448) follows:
+    // one full segment per round trip is the congestion window's, not Nagle's. Captured at
+    // the server (its SYN-ACK at once), B leaves with the ACK. A control with 1000-byte
+    // segments is Nagle's.
+    let late = |len: u32| -> Vec<Finding> {
+        let lines: Vec<Line> = vec![
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (10, C, ACK, 1001, 5001, 0, 1000, &[]),
+            (20, C, ACK | PSH, 1001, 5001, 10, 1000, &[]),
+            (30, S, ACK | PSH, 5001, 1011, len, 1000, &[]),
+            (80, C, ACK, 1011, 5001 + len, 0, 1000, &[]),
+            (80, S, ACK | PSH, 5001 + len, 1011, len, 1000, &[]),
+        ];
+        let hook = |i: usize, o: &mut TcpOptions| {
+            o.timestamp = Some((1000 + i as u32, 0));
+        };
+        drive_hook(
+            &[],
+            None,
+            false,
+            S.1,
+            [Some(1460), Some(1460)],
+            &lines,
+            hook,
+        )
+        .findings
+        .into_iter()
+        .filter(|f| f.id == "nagle-delayed-ack")
+        .collect()
+    };
+    assert!(late(1448).is_empty());
+    assert_eq!(ids(&late(1000)), ["nagle-delayed-ack"]);
+}
+
+#[test]
 fn a_segment_of_a_full_mss_released_by_a_late_ack_is_not_nagle() {
     // webex.pcap and waze.pcap (nDPI): A, the peer's ACK 50 ms late, then B of 2479 or 8762
     // bytes within microseconds. Nagle never holds a full segment (536 bytes here, no MSS

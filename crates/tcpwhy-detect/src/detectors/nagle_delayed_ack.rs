@@ -17,8 +17,18 @@
 //! B must be seen within 2 ms of the ACK and, but for a millisecond, no sooner than half the
 //! round trip between the capture point and the sender (its share of the handshake): sooner,
 //! B left before the ACK reached the sender and came late by the path (nDPI's netflix.pcap:
-//! B 1.9 ms after the ACK, 24 ms from the sender, sent with A). So Nagle is named only by a
-//! capture within about 6 ms of the sender.
+//! B 1.9 ms after the ACK, 24 ms from the sender, sent with A). Further from the sender, B
+//! comes back a round trip after the ACK, as the data a window releases does: there B must
+//! echo the late ACK's timestamp (its TSecr is the ACK's TSval, RFC 7323: it left after the
+//! ACK reached the sender) and be seen within two of the capture point's round trips to the
+//! sender (the handshake's; jitter can double it) and 2 ms. Without timestamps or a handshake
+//! Nagle is named only by a capture within about 6 ms of the sender.
+//!
+//! **Confidence.** `low` when the peer answered none of the held segments: no data or FIN
+//! from it that acknowledges B within a second after B (a client that asks again, or closes
+//! once it has the whole response, was waiting for B). The hold then delayed a message nobody was
+//! waiting for (a keepalive, an end-of-updates marker) or one the peer acted on elsewhere;
+//! the packets of this connection cannot tell.
 //!
 //! **Known false positives.** An application that really writes B only when the ACK arrives
 //! (rare). The delay must exceed 30 ms and three round trips to count, and B must not follow
@@ -28,7 +38,7 @@
 //! tcp_minshall_check; docs/tcp-signatures.md section 4.
 
 use super::{rtt_ns, side_name, to_sender, ConnState, MS};
-use crate::finding::{ms, ms_f};
+use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
 use tcpwhy_wire::Seq;
@@ -55,7 +65,23 @@ const RELEASE: i64 = 2 * MS;
 fn released(after: i64, to_sender: i64) -> bool {
     (after + RELEASE / 2) * 2 >= to_sender && after <= RELEASE
 }
+
+/// Whether B, seen `after` ns after the late ACK and echoing that ACK's timestamp (`echoes`:
+/// B's TSecr is the ACK's TSval, RFC 7323), was released by it at a capture point further
+/// from the sender: the echo proves B left after the ACK reached the sender, and B came back
+/// within two of the capture point's round trips to the sender (the handshake's, which the
+/// path's jitter can double) and `RELEASE`: it left as the ACK arrived.
+fn released_far(after: i64, to_sender: i64, echoes: bool) -> bool {
+    echoes && to_sender > 0 && after <= 2 * to_sender + RELEASE
+}
 const KEEP: usize = 8;
+
+/// The peer's data or FIN within this long after B, acknowledging it, answers B: someone
+/// waited for it. Later data is the peer's own turn (a timer, a person).
+const ANSWER: i64 = 1_000 * MS;
+
+/// Why a finding none of whose held segments the peer answered is `low`.
+const UNANSWERED_REASON: &str = "the peer answered none of the held segments (no data or FIN from it within a second after them): they may be messages nobody waited for (a keepalive, an end-of-updates marker), and holding them delayed nothing";
 
 /// Both directions side by side, each indexed by its sender (`Side as usize`): as one state
 /// per direction, each padded its 20 bytes to 24.
@@ -70,10 +96,17 @@ pub(crate) struct State {
 /// none.
 #[derive(Default, Debug)]
 pub(crate) struct Found {
-    /// The late ACK of the pending segment: (A, ACK, delay).
+    /// The late ACK of the pending segment: (A, ACK, delay), and the ACK's TSval.
     acked: Option<(At, At, i64)>,
+    acked_tsval: Option<u32>,
     /// (A, ACK, B, delay) for every occurrence (the first few kept).
     seen: Vec<(At, At, At, i64)>,
+    /// The last held segment B and its end, until the peer's next data: whether the peer
+    /// answered it.
+    awaiting: Option<(At, Seq)>,
+    /// Holds whose B the peer answered with data or its FIN within `ANSWER` (someone waited
+    /// for B).
+    answered: u32,
     count: u32,
     total_ns: i64,
 }
@@ -99,10 +132,26 @@ impl Detector for NagleDelayedAck {
             return;
         }
         let sender = ev.from;
+        // The peer's held B answered: this side's next data or FIN acknowledges it, soon
+        // after it (it was waiting for B: it asks again, or it closes having read it all).
+        if seg.payload_len > 0 || seg.flags.fin() {
+            if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
+                if let Some((b, end)) = f.awaiting.take() {
+                    let new = ev.new_data || seg.flags.fin();
+                    if new && seg.ack >= end && ev.at.ts_ns - b.ts_ns <= ANSWER {
+                        f.answered += 1;
+                    }
+                }
+            }
+        }
         let st = cs.nagle_delayed_ack.get(&mut cs.used);
         // The sender's side of the pattern.
         if seg.payload_len > 0 {
-            let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536);
+            // A full segment: the MSS less the 12 bytes the timestamp option takes from each
+            // segment that carries it (RFC 6691; Linux's mss_cache, which its Nagle test
+            // compares with): 1448 bytes of a 1460-byte MSS.
+            let ts_bytes = if seg.options.timestamp.is_some() { 12 } else { 0 };
+            let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536) - ts_bytes;
             // Data from this side after the peer's late ACK: what the peer sends next answers
             // it (a new request), it was not held for the ACK.
             if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
@@ -114,8 +163,12 @@ impl Detector for NagleDelayedAck {
                     // segment of a full MSS or more released by the ACK was held by the
                     // congestion window (an initial or restarted one), not by Nagle.
                     let after = ev.at.ts_ns - ack.ts_ns;
-                    if ev.new_data && released(after, to_sender(c, sender)) && seg.payload_len < mss
-                    {
+                    let way = to_sender(c, sender);
+                    let echoes = f.acked_tsval.is_some_and(|v| {
+                        seg.options.timestamp.is_some_and(|(_, ecr)| ecr == v)
+                    });
+                    let by_ack = released(after, way) || released_far(after, way, echoes);
+                    if ev.new_data && by_ack && seg.payload_len < mss {
                         f.count += 1;
                         // B left with A but for Nagle: the hold is A to B, the same at
                         // every vantage (both crossed the same path to the capture point).
@@ -123,6 +176,7 @@ impl Detector for NagleDelayedAck {
                         if f.seen.len() < KEEP {
                             f.seen.push((a, ack, ev.at, delay));
                         }
+                        f.awaiting = Some((ev.at, seg.seq + seg.payload_len));
                     }
                 }
             }
@@ -146,7 +200,9 @@ impl Detector for NagleDelayedAck {
                     && (MIN_DELAY..=MAX_DELAY).contains(&delay)
                     && delay > 3 * rtt_ns(c).unwrap_or(0)
                 {
-                    cs.extra.get::<Found>(peer).acked = Some((a, ev.at, delay));
+                    let f = cs.extra.get::<Found>(peer);
+                    f.acked = Some((a, ev.at, delay));
+                    f.acked_tsval = seg.options.timestamp.map(|(v, _)| v);
                 }
             }
         }
@@ -179,6 +235,9 @@ impl Detector for NagleDelayedAck {
                 rtt_ns(c).map_or("unknown".into(), ms),
                 ms(st.total_ns)
             );
+            if st.answered == 0 {
+                f.confidence.lower(Level::Low, UNANSWERED_REASON);
+            }
             f.fix = "set TCP_NODELAY on the sending socket, or write each message in one call (writev, MSG_MORE, TCP_CORK then uncork); on the receiver TCP_QUICKACK or `ip route ... quickack 1`".into();
             f.details = NagleDelayedAckDetails {
                 ack_delay_median_ms: ms_f(median),
