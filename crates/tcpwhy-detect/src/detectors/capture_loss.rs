@@ -2,7 +2,10 @@
 //!
 //! **Signal.** A side acknowledged bytes the capture never saw its peer send (an ACK beyond
 //! the highest sequence seen, or over a gap that was never filled). The network delivered
-//! them; the capture point dropped them (a busy capturer, a mirror port, a small buffer).
+//! them; the capture point dropped them (a busy capturer, a mirror port, a small buffer), or
+//! the file lost them after capture: excerpts merged into one file (minutes or days apart,
+//! each a few packets), or a filter that kept some packets only. The packets cannot tell
+//! these apart, so the finding names both.
 //!
 //! **Evidence.** The connection. Details: the bytes acknowledged but not captured, per side.
 //!
@@ -42,7 +45,7 @@ impl Detector for CaptureLoss {
         f.explanation = format!(
             "The capture missed data the peers acknowledged: {cl} bytes from the client and {sv} from the server; findings on this connection are less certain."
         );
-        f.fix = "capture with a larger buffer (tcpdump -B), a snaplen of headers only (-s 96), on a less busy host, or filter to the traffic of interest".into();
+        f.fix = "if the file was cut, merged from excerpts or filtered after capture, nothing was lost on the wire and nothing needs fixing; otherwise the capturer dropped packets: capture with a larger buffer (tcpdump -B), a snaplen of headers only (-s 96), on a less busy host, or filter to the traffic of interest".into();
         f.details = CaptureLossDetails {
             client_bytes_missed: cl,
             server_bytes_missed: sv,

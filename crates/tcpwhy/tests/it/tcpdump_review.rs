@@ -95,6 +95,13 @@ const REVIEWED: &[(&str, &str, usize, &str)] = &[
         "5 replies held until the controller's 39-40 ms delayed ACKs, released ~1 ms after each",
     ),
     (
+        "of10_7050sx_bsn.pcap",
+        "nagle-delayed-ack",
+        1,
+        "5 replies held 40-43 ms by the controller's delayed ACKs, captured at the controller \
+         3.4 ms from the switch: each B echoes its ACK's TSval (2026-11-27 review)",
+    ),
+    (
         "bgp-4byte-asn.pcap",
         "syn-refused",
         2,
