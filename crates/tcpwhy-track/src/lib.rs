@@ -27,6 +27,7 @@
 //! the capture's).
 #![forbid(unsafe_code)]
 
+mod account;
 mod analyzer;
 mod config;
 mod conn;
