@@ -1083,6 +1083,8 @@ fn per_connection_state_size() {
     let size = std::mem::size_of::<crate::ConnState>();
     eprintln!("size_of::<ConnState>() = {size}");
     crate::detectors::print_sizes();
+    // 632 bytes, 8 of an entry's 640 free: the exchange model reads what each side had
+    // acknowledged before a segment from the tracker (`SegmentEvent::acked_before`).
     // 640 bytes: slow-start-restart's flags sit in the padding after syn-unanswered's byte,
     // and when a sender last retransmitted (stall model) or filled the receiver's window
     // (rwnd-limited) are parts of `Extra`; 640 bytes since the stall model's flags are bits of a byte and its last length 16

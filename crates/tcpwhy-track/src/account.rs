@@ -6,7 +6,7 @@
 use crate::config::MS;
 use crate::conn::{Connection, RoleSource, Side};
 use crate::endpoint::{At, IdOrder, Ts};
-use tcpwhy_wire::TcpSegment;
+use tcpwhy_wire::{Seq, TcpSegment};
 
 /// A lost tail is resent by a timer: a loss probe for a single segment waits at least 200 ms
 /// on Linux (1.5 SRTT + the 200 ms delayed-ACK allowance), a retransmission timeout at least
@@ -61,6 +61,8 @@ pub(crate) struct Accounted {
     pub lost_wait_ns: i64,
     /// That loss was inferred from the timing of a probe alone (no ID gap, no hole).
     pub lost_by_timing: bool,
+    /// The highest acknowledgement its sender had sent before it (`SegmentEvent`).
+    pub acked_before: Option<Seq>,
     /// The connection closed with this segment for the first time: the tracker queues it
     /// among the closed ones.
     pub queue_closed: bool,
@@ -198,7 +200,8 @@ impl Connection {
         // that follows the peer's packet at once, a window update, answers it).
         let quiet_ns = at.ts_ns - me.last_ts;
         let peer_quiet_ns = at.ts_ns - peer.last_ts;
-        let same_ack = me.max_ack() == Some(seg.ack);
+        let acked_before = me.max_ack();
+        let same_ack = acked_before == Some(seg.ack);
         let starts_at_end = me.next_seq() == Some(seg.seq);
         let ids = my_ids.order(me.packets, seg, u32::from(peer.mss().unwrap_or(1460)));
         let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
@@ -291,6 +294,7 @@ impl Connection {
             retransmission,
             lost_wait_ns,
             lost_by_timing,
+            acked_before,
             queue_closed,
         })
     }

@@ -3,7 +3,7 @@
 
 use crate::conn::{Connection, Side};
 use crate::endpoint::At;
-use tcpwhy_wire::TcpSegment;
+use tcpwhy_wire::{Seq, TcpSegment};
 
 /// Receives every connection once, when the tracker is done with it.
 pub trait Sink {
@@ -94,6 +94,10 @@ pub struct SegmentEvent<'a> {
     /// the segment is Linux's loss probe for one segment in flight (2 SRTT + 200 ms, to the
     /// timer's tick), and both sides were quiet through it. Less certain than a skipped ID.
     pub lost_by_timing: bool,
+    /// The highest acknowledgement the sender had sent before this segment (RSTs and the
+    /// old ACKs a side in SYN-SENT rejects are not acknowledgements); `None` before its
+    /// first. The segment acknowledges new data when its ACK is above it.
+    pub acked_before: Option<Seq>,
 }
 
 impl<F: FnMut(&Connection)> Sink for F {

@@ -307,6 +307,7 @@ impl Tracker {
                     retransmission: a.retransmission || a.lost_wait_ns > 0,
                     lost_wait_ns: a.lost_wait_ns,
                     lost_by_timing: a.lost_by_timing,
+                    acked_before: a.acked_before,
                 };
                 sink.segment(c, &ev);
             }

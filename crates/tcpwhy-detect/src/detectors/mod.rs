@@ -430,15 +430,19 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state on cache-line boundaries (640 bytes, 10 lines: the alignment adds
-/// nothing), `ConnState::used` and `owner` in the first line.
+/// A connection's state on cache-line boundaries (640 bytes, 10 lines; the state takes 632
+/// of them: 8 bytes are free for a detector's state), `ConnState::used` and `owner` in the
+/// first line.
 #[derive(Default)]
 #[repr(C, align(64))]
 struct Entry {
     state: ConnState,
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == std::mem::size_of::<ConnState>());
+const _: () = assert!(
+    std::mem::size_of::<Entry>() == 640,
+    "the state outgrew 10 cache lines"
+);
 
 /// The `ConnState::owner` tag of connection `id`: its low 32 bits, never 0 (a free entry).
 fn owner(id: u64) -> u32 {

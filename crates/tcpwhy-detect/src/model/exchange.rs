@@ -60,11 +60,6 @@ pub(crate) struct State {
     /// The last pure ACK of each side.
     client_ack: Ts,
     server_ack: Ts,
-    /// The highest ACK number seen from each side (a window update repeats it), valid once
-    /// its bit of `ConnState::exchange_has` is set (`CLIENT_ACKED`, `SERVER_ACKED`; as
-    /// Options, 8 bytes more).
-    client_acked: Seq,
-    server_acked: Seq,
     /// The end of the response data sent so far (once `RESP_NXT` is set), and when the client
     /// had acknowledged all of it.
     resp_nxt: Seq,
@@ -93,8 +88,6 @@ pub(crate) struct Delays {
 
 /// Bits of `ConnState::exchange_has` (kept there, in padding: here they made the state 8
 /// bytes longer).
-const CLIENT_ACKED: u8 = 1;
-const SERVER_ACKED: u8 = 2;
 const RESP_NXT: u8 = 4;
 /// `ConnState::exchange_has` bit: the client's SYN carried data that the SYN-ACK did not take
 /// (a Fast Open fallback), so it goes again after the handshake; set here at the SYN-ACK,
@@ -126,7 +119,7 @@ fn held(prev: Ts, ack: Ts, now: At) -> i64 {
 }
 
 /// Where the model keeps a connection's exchange: its `State` (a slot marked when looked at),
-/// its bits (`CLIENT_ACKED`, `SERVER_ACKED`, `RESP_NXT`, kept in padding of the connection's
+/// its bits (`RESP_NXT`, `SYN_DATA_AGAIN`, `SERVER_OWN`, kept in padding of the connection's
 /// state) and the connection's rare parts, where its `Delays` live. `detectors::ConnState`
 /// is the one implementation.
 pub(crate) trait Place {
@@ -201,15 +194,12 @@ impl Exchanges {
             }
         }
         if seg.flags.ack() {
-            let (acked, ack_at, bit) = match ev.from {
-                Side::Client => (&mut st.client_acked, &mut st.client_ack, CLIENT_ACKED),
-                Side::Server => (&mut st.server_acked, &mut st.server_ack, SERVER_ACKED),
-            };
-            if *has & bit == 0 || seg.ack > *acked {
-                *acked = seg.ack;
-                *has |= bit;
-                if seg.payload_len == 0 && !seg.flags.fin() {
-                    *ack_at = ev.at.into();
+            // A pure ACK that acknowledges new data (a window update repeats an old one).
+            let advanced = ev.acked_before.is_none_or(|m| seg.ack > m);
+            if advanced && seg.payload_len == 0 && !seg.flags.fin() {
+                match ev.from {
+                    Side::Client => st.client_ack = ev.at.into(),
+                    Side::Server => st.server_ack = ev.at.into(),
                 }
             }
             if ev.from == Side::Client
@@ -331,9 +321,7 @@ impl State {
         let taken = std::mem::take(self);
         let delays = extra.take::<Delays>(WHOLE);
         self.count = taken.count;
-        self.client_acked = taken.client_acked;
-        self.server_acked = taken.server_acked;
-        *has &= CLIENT_ACKED | SERVER_ACKED | SERVER_OWN;
+        *has &= SERVER_OWN;
         let (Some(start), Some(req_last), Some(first), Some(end)) = (
             taken.req_first,
             taken.req_last.get(),
