@@ -1,6 +1,6 @@
 //! The native half of the `tcpwhy` Python package: the engine of `tcpwhy analyze`, run with
-//! the same arguments the command line builds, writing its Parquet tables for the Python half
-//! (tcpwhy/__init__.py) to read as pyarrow Tables. No second implementation: a run here is
+//! the same arguments the command line builds, writing its tables (as Arrow IPC files) for the
+//! Python half (tcpwhy/__init__.py) to read as pyarrow Tables. No second implementation: a run here is
 //! `tcpwhy::analyze::run`, as for the binary.
 
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -9,14 +9,15 @@ use std::io;
 use std::process::ExitCode;
 use tcpwhy::{AnalyzeArgs, ColorChoice, Format};
 
-/// Analyse the captures `paths` (read as one capture, merged by time) into Parquet tables in
-/// `out_dir`, as `tcpwhy analyze --format parquet -o OUT_DIR PATHS --filter FILTER ...` does.
+/// Analyse the captures `paths` (read as one capture, merged by time) into Arrow IPC tables in
+/// `out_dir`, as `tcpwhy analyze --format arrow -o OUT_DIR PATHS --filter FILTER ...` does
+/// (the tables of `--format parquet`, read back without decoding).
 /// Releases the GIL while it runs. Errors are raised with the command line's message:
 /// ValueError for a bad argument, filter or capture, OSError for the rest.
 #[pyfunction]
 #[pyo3(signature = (paths, out_dir, filter=None, disable=Vec::new(), idle_timeout=300.0, max_connections=1_000_000, threads=None))]
 #[allow(clippy::too_many_arguments)]
-fn analyze_to_parquet(
+fn analyze_to_arrow(
     py: Python<'_>,
     paths: Vec<String>,
     out_dir: String,
@@ -36,7 +37,7 @@ fn analyze_to_parquet(
         files: paths,
         filter,
         interface: None,
-        format: Format::Parquet,
+        format: Format::Arrow,
         output: Some(out_dir),
         annotate: None,
         max_connections,
@@ -77,7 +78,7 @@ fn explain(id: Option<&str>) -> PyResult<String> {
 
 #[pymodule]
 fn _tcpwhy(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(analyze_to_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_to_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add("VERSION", tcpwhy::VERSION)?;
     Ok(())

@@ -19,7 +19,6 @@ import tempfile
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import _tcpwhy
 
@@ -66,10 +65,14 @@ def analyze(paths, *, filter=None, disable=(), idle_timeout=300.0,
         paths = [paths]
     paths = [os.fsdecode(p) for p in paths]
     with tempfile.TemporaryDirectory(prefix="tcpwhy-") as out:
-        _tcpwhy.analyze_to_parquet(paths, out, filter, list(disable), float(idle_timeout),
-                                   int(max_connections), threads)
-        tables = {t: pq.read_table(os.path.join(out, t + ".parquet"), memory_map=False)
-                  for t in TABLES}
+        # Arrow IPC files: the tables the command line writes as Parquet, read back without
+        # decoding (read into memory: the directory is removed on return).
+        _tcpwhy.analyze_to_arrow(paths, out, filter, list(disable), float(idle_timeout),
+                                 int(max_connections), threads)
+        tables = {}
+        for t in TABLES:
+            with pa.OSFile(os.path.join(out, t + ".arrow")) as f:
+                tables[t] = pa.ipc.open_file(f).read_all()
         with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
             summary = json.load(f)
     result = Result(summary=summary, **tables)

@@ -435,11 +435,18 @@ fn printer(
     };
     Ok(match args.format {
         Format::Json => Box::new(output::json::JsonPrinter::new(out()?, live, args.exchanges)),
-        Format::Parquet => {
+        Format::Parquet | Format::Arrow => {
+            let container = match args.format {
+                Format::Arrow => output::parquet::Container::Arrow,
+                _ => output::parquet::Container::Parquet,
+            };
             let Some(dir) = &args.output else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "--format parquet writes a directory of tables: name it with -o DIR",
+                    format!(
+                        "--format {} writes a directory of tables: name it with -o DIR",
+                        container.name()
+                    ),
                 ));
             };
             let files: Vec<String> = match &args.interface {
@@ -449,6 +456,7 @@ fn printer(
             Box::new(output::parquet::ParquetPrinter::create(
                 std::path::Path::new(dir),
                 &files,
+                container,
             )?)
         }
         Format::Html => match inputs {

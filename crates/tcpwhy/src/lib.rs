@@ -57,6 +57,9 @@ pub enum Format {
     /// Parquet tables in the directory given by -o: connections, findings, exchanges, stalls,
     /// causes, and summary.json (docs/parquet.md).
     Parquet,
+    /// The same tables as Arrow IPC files (`.arrow`, Feather v2) in the directory given by -o:
+    /// uncompressed, read without decoding (pyarrow, polars, DuckDB).
+    Arrow,
 }
 
 #[derive(clap::Args)]

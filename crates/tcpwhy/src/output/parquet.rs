@@ -1,5 +1,7 @@
 //! `--format parquet -o DIR`: the records of the JSON Lines output as Parquet tables, typed
-//! columns for the engines a fleet already runs (DuckDB, Spark, Ray, pandas).
+//! columns for the engines a fleet already runs (DuckDB, Spark, Ray, pandas). `--format arrow`
+//! writes the same tables as Arrow IPC files (`NAME.arrow`, Feather v2, uncompressed): larger,
+//! but read without decoding (the Python package reads them back).
 //!
 //! `connections.parquet`, `findings.parquet`, `exchanges.parquet` and `stalls.parquet` hold one
 //! row per record of that type, `causes.parquet` the summary's per-cause totals, and
@@ -339,16 +341,50 @@ struct Table {
     writer: Option<JoinHandle<io::Result<()>>>,
 }
 
-/// Writes the batches it receives until the channel closes, then closes the file.
-fn write_batches(mut w: ArrowWriter<File>, rx: Receiver<RecordBatch>) -> io::Result<()> {
-    for batch in rx {
-        w.write(&batch).map_err(io::Error::other)?;
+/// The kind of file a table is written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// Parquet (`NAME.parquet`), zstd-compressed.
+    Parquet,
+    /// Arrow IPC file format (`NAME.arrow`, Feather v2), uncompressed.
+    Arrow,
+}
+
+impl Container {
+    /// Its `--format` name and file extension.
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Parquet => "parquet",
+            Container::Arrow => "arrow",
+        }
     }
-    w.close().map(|_| ()).map_err(io::Error::other)
+}
+
+/// A table's file being written.
+enum FileWriter {
+    Parquet(ArrowWriter<File>),
+    Arrow(arrow_ipc::writer::FileWriter<io::BufWriter<File>>),
+}
+
+/// Writes the batches it receives until the channel closes, then closes the file.
+fn write_batches(mut w: FileWriter, rx: Receiver<RecordBatch>) -> io::Result<()> {
+    for batch in rx {
+        match &mut w {
+            FileWriter::Parquet(w) => w.write(&batch).map_err(io::Error::other)?,
+            FileWriter::Arrow(w) => w.write(&batch).map_err(io::Error::other)?,
+        }
+    }
+    match w {
+        FileWriter::Parquet(w) => w.close().map(|_| ()).map_err(io::Error::other),
+        FileWriter::Arrow(mut w) => {
+            w.finish().map_err(io::Error::other)?;
+            w.into_inner().map_err(io::Error::other)?.flush()
+        }
+    }
 }
 
 impl Table {
-    fn create(dir: &Path, name: &str) -> io::Result<Table> {
+    fn create(dir: &Path, name: &str, container: Container) -> io::Result<Table> {
         let cols = columns(name);
         // Each field names the JSON field it holds (`json_pointer` in its Arrow metadata), so
         // that a reader can map columns back to docs/json-schema.md.
@@ -363,10 +399,15 @@ impl Table {
                 })
                 .collect::<Vec<_>>(),
         ));
-        let path = dir.join(format!("{name}.parquet"));
+        let path = dir.join(format!("{name}.{}", container.name()));
         let file = File::create(&path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
         })?;
+        if container == Container::Arrow {
+            let w = arrow_ipc::writer::FileWriter::try_new_buffered(file, &schema)
+                .map_err(io::Error::other)?;
+            return Table::start(cols, schema, name, FileWriter::Arrow(w));
+        }
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(ROW_GROUP))
@@ -384,6 +425,16 @@ impl Table {
         let props = props.build();
         let w =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
+        Table::start(cols, schema, name, FileWriter::Parquet(w))
+    }
+
+    /// The table's builders, and the thread that writes its batches with `w`.
+    fn start(
+        cols: Vec<(String, String, Kind)>,
+        schema: Arc<Schema>,
+        name: &str,
+        w: FileWriter,
+    ) -> io::Result<Table> {
         // One batch queued while the thread writes another.
         let (tx, rx) = sync_channel(1);
         let writer = std::thread::Builder::new()
@@ -958,6 +1009,7 @@ pub struct ParquetPrinter {
     summary: Rc<RefCell<Vec<u8>>>,
     source: String,
     tables: Vec<Table>,
+    container: Container,
     err: Option<io::Error>,
 }
 
@@ -975,19 +1027,24 @@ impl Write for Shared {
 }
 
 impl ParquetPrinter {
-    /// Tables in `dir` (created if missing) for a run over `files`.
-    pub fn create(dir: &Path, files: &[String]) -> io::Result<ParquetPrinter> {
+    /// Tables in `dir` (created if missing) for a run over `files`, as `container` files.
+    pub fn create(
+        dir: &Path,
+        files: &[String],
+        container: Container,
+    ) -> io::Result<ParquetPrinter> {
         std::fs::create_dir_all(dir).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
         })?;
         let summary = Rc::new(RefCell::new(Vec::new()));
         let mut tables = Vec::new();
         for (name, _, _) in TABLES.iter().filter(|t| t.0 != "causes") {
-            tables.push(Table::create(dir, name)?);
+            tables.push(Table::create(dir, name, container)?);
         }
         Ok(ParquetPrinter {
             dir: dir.to_path_buf(),
             json: JsonPrinter::new(Box::new(Shared(summary.clone())), false, true),
+            container,
             summary,
             source: files.join(","),
             tables,
@@ -1037,7 +1094,7 @@ impl Printer for ParquetPrinter {
         let bytes = std::mem::take(&mut *self.summary.borrow_mut());
         let summary: Value =
             serde_json::from_slice(bytes.trim_ascii()).map_err(io::Error::other)?;
-        let mut causes = Table::create(&self.dir, "causes")?;
+        let mut causes = Table::create(&self.dir, "causes", self.container)?;
         for c in self.json.causes() {
             causes.push(&self.source, &c)?;
         }

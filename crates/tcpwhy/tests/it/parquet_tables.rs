@@ -3,7 +3,8 @@
 //! JSON record of its type, in the same order, every cell equal to the JSON value its column
 //! names (times: the `*_ns` integers; a finding's details: the same JSON), every JSON field
 //! covered by a column, and summary.json is the JSON summary record. Read back with the
-//! parquet crate's Arrow reader.
+//! parquet crate's Arrow reader. `--format arrow` writes the same tables, column for column
+//! and cell for cell, as Arrow IPC files (read back with arrow-ipc's reader).
 
 use crate::common;
 use crate::common::{tcpwhy, TempDir};
@@ -22,15 +23,26 @@ struct Column {
     cells: Vec<Value>,
 }
 
-/// Every column of `file`, read with the parquet crate's Arrow reader.
+/// Every column of `file`: a `.parquet` file read with the parquet crate's Arrow reader, an
+/// `.arrow` file with arrow-ipc's.
 fn columns(file: &Path) -> Vec<Column> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, TimestampNanosecondType, UInt16Type, UInt64Type};
     use arrow_array::Array;
+    use arrow_array::RecordBatch;
     use arrow_schema::DataType;
     let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let builder = ParquetRecordBatchReaderBuilder::try_new(f).expect("a Parquet file");
-    let schema = builder.schema().clone();
+    let (schema, batches): (arrow_schema::SchemaRef, Vec<RecordBatch>) =
+        if file.extension().is_some_and(|e| e == "arrow") {
+            let r = arrow_ipc::reader::FileReader::try_new(f, None).expect("an Arrow IPC file");
+            let schema = r.schema();
+            (schema, r.map(|b| b.expect("a batch")).collect())
+        } else {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(f).expect("a Parquet file");
+            let schema = builder.schema().clone();
+            let batches = builder.build().expect("a reader");
+            (schema, batches.map(|b| b.expect("a batch")).collect())
+        };
     let mut cols: Vec<Column> = schema
         .fields()
         .iter()
@@ -66,8 +78,7 @@ fn columns(file: &Path) -> Vec<Column> {
             other => panic!("unexpected column type {other}"),
         }
     }
-    for batch in builder.build().expect("a reader") {
-        let batch = batch.expect("a batch");
+    for batch in batches {
         for (c, a) in cols.iter_mut().zip(batch.columns()) {
             c.cells.extend((0..a.len()).map(|i| cell(a.as_ref(), i)));
         }
@@ -176,6 +187,45 @@ fn parquet_tables_hold_what_json_lines_hold() {
             }
             *checked.entry(table.to_string()).or_default() += n;
         }
+        // The same tables as Arrow IPC files.
+        let arrow = dir.join("a");
+        let _ = std::fs::remove_dir_all(&arrow);
+        let o = tcpwhy(&[
+            "analyze",
+            "--format",
+            "arrow",
+            "-q",
+            "-o",
+            &arrow.to_string_lossy(),
+            &file,
+        ]);
+        assert_eq!(
+            o.status.code(),
+            json.status.code(),
+            "{file}: --format arrow"
+        );
+        for table in ["connections", "findings", "exchanges", "stalls", "causes"] {
+            let p = columns(&out.join(format!("{table}.parquet")));
+            let a = columns(&arrow.join(format!("{table}.arrow")));
+            assert_eq!(a.len(), p.len(), "{file}: {table}: arrow columns");
+            for (a, p) in a.iter().zip(&p) {
+                assert_eq!(
+                    (&a.name, &a.pointer),
+                    (&p.name, &p.pointer),
+                    "{file}: {table}"
+                );
+                assert_eq!(
+                    a.cells, p.cells,
+                    "{file}: {table}.{}: arrow and parquet",
+                    a.name
+                );
+            }
+        }
+        let summary_arrow = std::fs::read(arrow.join("summary.json")).expect("summary.json");
+        assert_eq!(
+            summary_arrow,
+            std::fs::read(out.join("summary.json")).expect("summary")
+        );
     }
     eprintln!("rows checked: {checked:?}");
     for t in ["connections", "findings", "exchanges", "stalls", "causes"] {
@@ -184,11 +234,18 @@ fn parquet_tables_hold_what_json_lines_hold() {
 }
 
 #[test]
-fn parquet_needs_a_directory() {
+fn parquet_and_arrow_need_a_directory() {
     let f = common::fixture("sample.pcap");
-    let o = tcpwhy(&["analyze", "--format", "parquet", &f]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("name it with -o DIR"));
+    for format in ["parquet", "arrow"] {
+        let o = tcpwhy(&["analyze", "--format", format, &f]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("--format {format} writes a directory")),
+            "{err}"
+        );
+        assert!(err.contains("name it with -o DIR"), "{err}");
+    }
 }
 
 /// docs/parquet.md lists every column of every table, in its table's paragraph.
