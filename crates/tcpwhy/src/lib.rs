@@ -58,7 +58,7 @@ pub enum Format {
     /// causes, and summary.json (docs/parquet.md).
     Parquet,
     /// The same tables as Arrow IPC files (`.arrow`, Feather v2) in the directory given by -o:
-    /// uncompressed, read without decoding (pyarrow, polars, DuckDB).
+    /// uncompressed, read without decoding (pyarrow, polars).
     Arrow,
 }
 
