@@ -11,8 +11,9 @@
 //! read pattern Nagle stalls) and held until the ACK reached the sender: the ACK's delay and
 //! the ACK's way to the sender (near it, microseconds).
 //!
-//! B is smaller than a full segment too: Nagle never holds a full one, so a full segment or
-//! more released by the late ACK was held by the congestion window.
+//! B is smaller than a full segment too (the MSS, less the timestamp option's 12 bytes when
+//! the segment carries one): Nagle never holds a full one, so a full segment or more
+//! released by the late ACK was held by the congestion window.
 //!
 //! B must be seen within 2 ms of the ACK and, but for a millisecond, no sooner than half the
 //! round trip between the capture point and the sender (its share of the handshake): sooner,
