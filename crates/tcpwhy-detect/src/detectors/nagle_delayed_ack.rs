@@ -97,9 +97,8 @@ pub(crate) struct State {
 /// none.
 #[derive(Default, Debug)]
 pub(crate) struct Found {
-    /// The late ACK of the pending segment: (A, ACK, delay), and the ACK's TSval.
-    acked: Option<(At, At, i64)>,
-    acked_tsval: Option<u32>,
+    /// The late ACK of the pending segment: (A, ACK, delay, the ACK's TSval).
+    acked: Option<(At, At, i64, Option<u32>)>,
     /// (A, ACK, B, delay) for every occurrence (the first few kept).
     seen: Vec<(At, At, At, i64)>,
     /// The last held segment B and its end, until the peer's next data: whether the peer
@@ -133,10 +132,16 @@ impl Detector for NagleDelayedAck {
             return;
         }
         let sender = ev.from;
-        // The peer's held B answered: this side's next data or FIN acknowledges it, soon
-        // after it (it was waiting for B: it asks again, or it closes having read it all).
         if seg.payload_len > 0 || seg.flags.fin() {
             if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
+                // Data from this side after the peer's late ACK: what the peer sends next
+                // answers it (a new request), it was not held for the ACK.
+                if seg.payload_len > 0 {
+                    f.acked = None;
+                }
+                // The peer's held B answered: this side's next data or FIN acknowledges it,
+                // soon after it (it was waiting for B: it asks again, or it closes having
+                // read it all).
                 if let Some((b, end)) = f.awaiting.take() {
                     let new = ev.new_data || seg.flags.fin();
                     if new && seg.ack >= end && ev.at.ts_ns - b.ts_ns <= ANSWER {
@@ -153,19 +158,14 @@ impl Detector for NagleDelayedAck {
             // compares with): 1448 bytes of a 1460-byte MSS.
             let ts_bytes = if seg.options.timestamp.is_some() { 12 } else { 0 };
             let mss = u32::from(c.endpoint(sender).mss().unwrap_or(1460)).max(536) - ts_bytes;
-            // Data from this side after the peer's late ACK: what the peer sends next answers
-            // it (a new request), it was not held for the ACK.
-            if let Some(f) = cs.extra.peek_mut::<Found>(sender.other()) {
-                f.acked = None;
-            }
             if let Some(f) = cs.extra.peek_mut::<Found>(sender) {
-                if let Some((a, ack, delay)) = f.acked.take() {
+                if let Some((a, ack, delay, tsval)) = f.acked.take() {
                     // Nagle holds less than a full segment (a full one leaves at once): a
                     // segment of a full MSS or more released by the ACK was held by the
                     // congestion window (an initial or restarted one), not by Nagle.
                     let after = ev.at.ts_ns - ack.ts_ns;
                     let way = to_sender(c, sender);
-                    let echoes = f.acked_tsval.is_some_and(|v| {
+                    let echoes = tsval.is_some_and(|v| {
                         seg.options.timestamp.is_some_and(|(_, ecr)| ecr == v)
                     });
                     let by_ack = released(after, way) || released_far(after, way, echoes);
@@ -201,9 +201,8 @@ impl Detector for NagleDelayedAck {
                     && (MIN_DELAY..=MAX_DELAY).contains(&delay)
                     && delay > 3 * rtt_ns(c).unwrap_or(0)
                 {
-                    let f = cs.extra.get::<Found>(peer);
-                    f.acked = Some((a, ev.at, delay));
-                    f.acked_tsval = seg.options.timestamp.map(|(v, _)| v);
+                    let tsval = seg.options.timestamp.map(|(v, _)| v);
+                    cs.extra.get::<Found>(peer).acked = Some((a, ev.at, delay, tsval));
                 }
             }
         }
