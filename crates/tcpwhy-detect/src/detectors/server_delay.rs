@@ -57,7 +57,7 @@
 //! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, to_sender, ConnState, MS, WHOLE};
-use crate::model::exchange::{self, OWN_PAUSE};
+use crate::model::exchange::{self, own_pause};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
 use tcpwhy_track::{At, Connection, SegmentEvent, Side};
@@ -151,7 +151,7 @@ impl Detector for ServerDelay {
         let request_bytes = cs.exchange.peek(cs.used).map_or(0, |x| x.request_bytes());
         // A pause long enough to show a side's own schedule (module documentation), beyond
         // the capture point's round trip to the server.
-        let own_pause = || OWN_PAUSE.max(4 * rtt_ns(c).unwrap_or(0)) + to_sender(c, Side::Server);
+        let schedule_pause = || own_pause(c) + to_sender(c, Side::Server);
         let st = cs.server_delay.get(&mut cs.used);
         if ev.from == Side::Client
             && c.handshake.ack == Some(ev.at)
@@ -165,7 +165,7 @@ impl Detector for ServerDelay {
         }
         match ev.from {
             Side::Client if ev.seg.payload_len > 0 && ev.new_data => {
-                if st.request_last.is_some_and(|r| ev.at.ts_ns - r.ts_ns >= own_pause())
+                if st.request_last.is_some_and(|r| ev.at.ts_ns - r.ts_ns >= schedule_pause())
                     && c.server.max_ack().is_some_and(|a| a >= ev.seg.seq)
                 {
                     cs.server_delay_exchanges |= CLIENT_OWN;

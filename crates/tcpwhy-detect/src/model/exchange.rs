@@ -95,15 +95,17 @@ const RESP_NXT: u8 = 4;
 pub(crate) const SYN_DATA_AGAIN: u8 = 0x40;
 
 /// `ConnState::exchange_has` bit, kept for the connection's life: the server went on with a
-/// response after a pause of `OWN_PAUSE` or more (and four round trips, beyond the capture
-/// point's way to the server and back) with nothing in flight, nothing held and no request
-/// since. It sends on its own schedule (a stream, server push, a timer) or answers in parts,
+/// response after a pause of `own_pause` or more (beyond the capture point's way to the
+/// server and back) with nothing in flight, nothing held and no request since. It sends on its own schedule (a stream, server push, a timer) or answers in parts,
 /// so the client's next message may be its reaction to the server's (an HTTP/2
 /// WINDOW_UPDATE, a chat's receipt), not a request, and what follows it not an answer.
 /// Read by server-delay and connection-reset.
 pub(crate) const SERVER_OWN: u8 = 0x08;
-/// The shortest pause that shows a side sending on its own schedule.
-pub(crate) const OWN_PAUSE: i64 = 200 * crate::model::MS;
+/// The shortest pause that shows a side sending on its own schedule: 200 ms and four round
+/// trips (beyond the capture point's way to the sender, which the caller takes off).
+pub(crate) fn own_pause(c: &Connection) -> i64 {
+    (200 * crate::model::MS).max(4 * crate::model::rtt_ns(c).unwrap_or(0))
+}
 
 /// A held segment: the sender was silent this long, then sent within RELEASE of the peer's ACK.
 const HOLD_MIN: i64 = 30_000_000;
@@ -258,7 +260,7 @@ impl Exchanges {
                         if pause >= HOLD_MIN {
                             extra.get::<Delays>(WHOLE).pause_ns += pause;
                         }
-                        if pause >= OWN_PAUSE.max(4 * crate::model::rtt_ns(c).unwrap_or(0)) {
+                        if pause >= own_pause(c) {
                             *has |= SERVER_OWN;
                         }
                     }
