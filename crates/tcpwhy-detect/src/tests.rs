@@ -167,6 +167,18 @@ fn ids(f: &[Finding]) -> Vec<&'static str> {
     f.iter().map(|x| x.id).collect()
 }
 
+/// The findings of `id` among `f`.
+fn of_id(f: Vec<Finding>, id: &str) -> Vec<Finding> {
+    f.into_iter().filter(|x| x.id == id).collect()
+}
+
+/// The one finding of `id` among `f` (the test fails unless there is exactly one).
+fn one_of(f: Vec<Finding>, id: &str) -> Finding {
+    let f = of_id(f, id);
+    assert_eq!(ids(&f), [id], "{f:?}");
+    f.into_iter().next().expect("one")
+}
+
 /// Handshake with a 10 ms RTT, ISNs 1000 (client) and 5000 (server).
 const HS: [Line; 3] = [
     (0, C, SYN, 1000, 0, 0, 1000, &[]),
@@ -1634,14 +1646,7 @@ fn a_reset_after_a_server_that_speaks_on_its_own_schedule_is_low() {
         ]);
         l
     };
-    let reset = |l: &[Line]| -> Finding {
-        let f: Vec<Finding> = run(l)
-            .into_iter()
-            .filter(|f| f.id == "connection-reset")
-            .collect();
-        assert_eq!(ids(&f), ["connection-reset"], "{f:?}");
-        f.into_iter().next().expect("one")
-    };
+    let reset = |l: &[Line]| one_of(run(l), "connection-reset");
     let f = reset(&lines(true));
     assert_eq!(f.cost_ns, 2967 * MS);
     assert_eq!(f.confidence.level, Level::Low);
@@ -2462,12 +2467,7 @@ fn a_held_segment_nobody_answered_is_low() {
             (Some(t), true) => l.push((t, S, ACK | TcpFlags::FIN, 5001, 1120, 0, 1000, &[])),
             (None, _) => {}
         }
-        let f: Vec<Finding> = run(&l)
-            .into_iter()
-            .filter(|f| f.id == "nagle-delayed-ack")
-            .collect();
-        assert_eq!(ids(&f), ["nagle-delayed-ack"], "{f:?}");
-        f.into_iter().next().expect("one")
+        one_of(run(&l), "nagle-delayed-ack")
     };
     let f = held(None, false);
     assert_eq!(f.cost_ns, 40 * MS);
@@ -2510,11 +2510,8 @@ fn far_from_the_sender_a_segment_echoing_the_late_ack_was_released_by_it() {
             };
             o.timestamp = Some((1000 + i as u32, ecr));
         };
-        drive_hook(&[], None, false, S.1, [None, None], &lines, hook)
-            .findings
-            .into_iter()
-            .filter(|f| f.id == "nagle-delayed-ack")
-            .collect()
+        let f = drive_hook(&[], None, false, S.1, [None, None], &lines, hook).findings;
+        of_id(f, "nagle-delayed-ack")
     };
     let f = run_b(4, true);
     assert_eq!(ids(&f), ["nagle-delayed-ack"], "{f:?}");
@@ -2544,19 +2541,9 @@ fn a_full_segment_is_the_mss_less_the_timestamp_option() {
         let hook = |i: usize, o: &mut TcpOptions| {
             o.timestamp = Some((1000 + i as u32, 0));
         };
-        drive_hook(
-            &[],
-            None,
-            false,
-            S.1,
-            [Some(1460), Some(1460)],
-            &lines,
-            hook,
-        )
-        .findings
-        .into_iter()
-        .filter(|f| f.id == "nagle-delayed-ack")
-        .collect()
+        let mss = [Some(1460), Some(1460)];
+        let f = drive_hook(&[], None, false, S.1, mss, &lines, hook).findings;
+        of_id(f, "nagle-delayed-ack")
     };
     assert!(late(1448).is_empty());
     assert_eq!(ids(&late(1000)), ["nagle-delayed-ack"]);
@@ -2830,14 +2817,7 @@ fn a_slow_answer_after_the_client_spoke_again_unanswered_is_low() {
         ]);
         l
     };
-    let delay = |l: &[Line]| -> Finding {
-        let f: Vec<Finding> = run(l)
-            .into_iter()
-            .filter(|f| f.id == "server-delay")
-            .collect();
-        assert_eq!(ids(&f), ["server-delay"], "{f:?}");
-        f.into_iter().next().expect("one")
-    };
+    let delay = |l: &[Line]| one_of(run(l), "server-delay");
     let f = delay(&lines(300, true));
     assert_eq!(f.cost_ns, 390 * MS);
     assert_eq!(f.confidence.level, Level::Low);

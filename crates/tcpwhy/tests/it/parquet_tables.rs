@@ -98,6 +98,28 @@ fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
     }
 }
 
+/// `tcpwhy analyze --format FORMAT -o OUT FILE` into an emptied `out`, which it returns;
+/// the exit code must be `want` (the JSON run's).
+fn tables(out: &Path, format: &str, file: &str, want: Option<i32>) -> std::path::PathBuf {
+    let _ = std::fs::remove_dir_all(out);
+    let o = tcpwhy(&[
+        "analyze",
+        "--format",
+        format,
+        "-q",
+        "-o",
+        &out.to_string_lossy(),
+        file,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        want,
+        "{file}: --format {format}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out.to_path_buf()
+}
+
 #[test]
 fn parquet_tables_hold_what_json_lines_hold() {
     let dir = TempDir::new("parquet");
@@ -107,23 +129,7 @@ fn parquet_tables_hold_what_json_lines_hold() {
         if json.status.code() == Some(2) && json.stdout.is_empty() {
             continue; // a fixture of a bad file
         }
-        let out = dir.join("t");
-        let _ = std::fs::remove_dir_all(&out);
-        let o = tcpwhy(&[
-            "analyze",
-            "--format",
-            "parquet",
-            "-q",
-            "-o",
-            &out.to_string_lossy(),
-            &file,
-        ]);
-        assert_eq!(
-            o.status.code(),
-            json.status.code(),
-            "{file}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = tables(&dir.join("t"), "parquet", &file, json.status.code());
         let records: Vec<Value> = String::from_utf8_lossy(&json.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).expect("JSON"))
@@ -188,22 +194,7 @@ fn parquet_tables_hold_what_json_lines_hold() {
             *checked.entry(table.to_string()).or_default() += n;
         }
         // The same tables as Arrow IPC files.
-        let arrow = dir.join("a");
-        let _ = std::fs::remove_dir_all(&arrow);
-        let o = tcpwhy(&[
-            "analyze",
-            "--format",
-            "arrow",
-            "-q",
-            "-o",
-            &arrow.to_string_lossy(),
-            &file,
-        ]);
-        assert_eq!(
-            o.status.code(),
-            json.status.code(),
-            "{file}: --format arrow"
-        );
+        let arrow = tables(&dir.join("a"), "arrow", &file, json.status.code());
         for table in ["connections", "findings", "exchanges", "stalls", "causes"] {
             let p = columns(&out.join(format!("{table}.parquet")));
             let a = columns(&arrow.join(format!("{table}.arrow")));
