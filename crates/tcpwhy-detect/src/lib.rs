@@ -66,6 +66,10 @@ pub trait Detector {
     /// A stall the transfer model found (a gap without progress, classified).
     fn stall(&mut self, _cs: &mut ConnState, _c: &Connection, _s: &Stall, _out: &mut Vec<Finding>) {
     }
+    /// A later attempt linked to this connection after it was refused
+    /// (`tcpwhy_track::RetryWatch`): the client's next try from a new port, or its peer's
+    /// connection to it.
+    fn linked(&mut self, _cs: &mut ConnState, _c: &Connection, _link: &tcpwhy_track::Link) {}
     /// The connection is finished: emit what is pending and take its state out of `cs`.
     fn finished(&mut self, _cs: &mut ConnState, _c: &Connection, _out: &mut Vec<Finding>) {}
 }
@@ -240,6 +244,11 @@ impl Sink for Detectors<'_> {
             drop_blind(c, &mut self.buf);
             self.flush();
         }
+    }
+
+    fn linked(&mut self, c: &Connection, link: &tcpwhy_track::Link) {
+        let cs = self.states.get(c);
+        self.set.linked(cs, c, link);
     }
 
     fn connection(&mut self, c: &Connection) {

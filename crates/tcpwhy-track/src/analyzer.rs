@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use crate::endpoint::At;
+use crate::retry::RetryWatch;
 use crate::sink::Sink;
 use crate::table::Tracker;
 use std::collections::BTreeMap;
@@ -136,6 +137,8 @@ impl Frontend {
 pub struct Analyzer {
     front: Frontend,
     tracker: Tracker,
+    /// Later attempts linked to refused ones, given to the tracker before their segment.
+    retries: RetryWatch,
     /// Where each frame is decoded.
     seg: TcpSegment,
 }
@@ -144,6 +147,7 @@ impl Analyzer {
     pub fn new(cfg: Config) -> Analyzer {
         Analyzer {
             front: Frontend::new(),
+            retries: RetryWatch::new(&cfg),
             tracker: Tracker::new(cfg),
             seg: TcpSegment::EMPTY,
         }
@@ -160,8 +164,11 @@ impl Analyzer {
         sink: &mut dyn Sink,
     ) {
         if let Some(wire_len) = self.front.frame(ts_ns, link, data, orig_len, &mut self.seg) {
-            self.tracker
-                .segment(&self.seg, At::new(frame, ts_ns), wire_len, sink);
+            let at = At::new(frame, ts_ns);
+            if let Some(l) = self.retries.segment(&self.seg, at) {
+                self.tracker.link(&l, sink);
+            }
+            self.tracker.segment(&self.seg, at, wire_len, sink);
         }
     }
 

@@ -35,6 +35,7 @@ mod embryo;
 mod endpoint;
 mod flow;
 mod history;
+mod retry;
 mod sink;
 mod slots;
 mod table;
@@ -46,6 +47,7 @@ pub use conn::{
 };
 pub use endpoint::{At, Endpoint, RttStats, Ts};
 pub use flow::{flow_hash, shard_of};
+pub use retry::{Link, RetryWatch, MAX_PAIRS as RETRY_WATCH_MAX_PAIRS};
 pub use sink::{Moment, SegmentEvent, Sink};
 pub use table::{Tracker, TrackerStats};
 

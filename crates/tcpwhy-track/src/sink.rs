@@ -16,6 +16,9 @@ pub trait Sink {
     /// SYNs come as `segment`s then, and `c` here is the connection before its first packet,
     /// in no slot (`u32::MAX`).
     fn started(&mut self, _c: &Connection) {}
+    /// A later attempt of the connection's client to its service (or of the service's host to
+    /// the client) after the connection was refused: [`crate::RetryWatch`].
+    fn linked(&mut self, _c: &Connection, _link: &crate::Link) {}
     /// The tracker is at this moment: whatever it reports next, until the next call, happens
     /// then. Moments only go forward; see [`Moment`].
     fn moment(&mut self, _m: Moment) {}

@@ -265,6 +265,32 @@ impl Tracker {
         self.account(slot, seg, at, frame_len, sink);
     }
 
+    /// A later attempt linked to a refused one ([`RetryWatch`](crate::RetryWatch)), given
+    /// before the segment that made it: to the sink with the refused connection, when this
+    /// tracker still follows it. Capture time moves to the link's first, as the segment would
+    /// move it, so that every tracker finishes the same connections before the link.
+    pub fn link(&mut self, link: &crate::Link, sink: &mut dyn Sink) {
+        self.advance_to(link.at.ts_ns, sink);
+        // Capture time that never steps back, as for segments (`segment_hashed`).
+        let link = &crate::Link {
+            at: At::new(link.at.frame(), link.at.ts_ns.max(self.now)),
+            ..*link
+        };
+        let mut probe = TcpSegment::EMPTY;
+        ((probe.src, probe.src_port), (probe.dst, probe.dst_port)) = (link.client, link.server);
+        let (slots, embryos) = (&self.slots, &self.embryos);
+        let found = self
+            .index
+            .find(link.hash(), |&s| holds(slots, embryos, s, &probe))
+            .copied();
+        // A compact connection has seen nothing but its SYNs: no reset, nothing refused.
+        if let Some(slot) = found.filter(|h| h & COMPACT == 0) {
+            if let Some(c) = self.slots.get(slot) {
+                sink.linked(c, link);
+            }
+        }
+    }
+
     /// The slot of the connection `seg` belongs to, given the one now on its tuple: that one,
     /// or its successor when `seg` starts the tuple's next generation.
     #[inline(always)]

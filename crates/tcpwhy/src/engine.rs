@@ -25,7 +25,8 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 use tcpwhy_detect::{Detectors, Exchange, Finding, HalfOpen, Output, Stall};
 use tcpwhy_track::{
-    flow_hash, shard_of, At, Brief, Config, Connection, Moment, Tracker, TrackerStats,
+    flow_hash, shard_of, At, Brief, Config, Connection, Link, Moment, RetryWatch, Tracker,
+    TrackerStats,
 };
 use tcpwhy_wire::TcpSegment;
 
@@ -64,6 +65,9 @@ enum Msg {
     /// records to fill again.
     Round {
         items: Vec<Item>,
+        /// Later attempts linked to refused ones (`RetryWatch`), each given to the tracker
+        /// before the item at its position (at `items.len()`: after the last).
+        links: Vec<(usize, Link)>,
         now: i64,
         out: Batch,
     },
@@ -307,6 +311,7 @@ fn worker(
         match msg {
             Msg::Round {
                 mut items,
+                links,
                 now,
                 out: mut empty,
             } => {
@@ -314,8 +319,21 @@ fn worker(
                 // finding's strings) was allocated here, and glibc frees another thread's
                 // memory under that arena's lock (a futex wake-up every few findings).
                 empty.clear();
-                for it in &items {
-                    tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
+                if links.is_empty() {
+                    for it in &items {
+                        tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
+                    }
+                } else {
+                    let mut links = links.iter().peekable();
+                    for (i, it) in items.iter().enumerate() {
+                        while let Some((_, l)) = links.next_if(|(at, _)| *at == i) {
+                            tracker.link(l, &mut det);
+                        }
+                        tracker.segment_hashed(&it.seg, it.hash, it.at, it.wire_len, &mut det);
+                    }
+                    for (_, l) in links {
+                        tracker.link(l, &mut det);
+                    }
                 }
                 tracker.advance_to(now, &mut det);
                 items.clear();
@@ -423,6 +441,10 @@ impl<'a> Sinks<'a> {
 pub struct Engine {
     shards: usize,
     batches: Vec<Vec<Item>>,
+    /// Each batch's links (`Msg::Round`), and the watch that makes them: it sees every
+    /// segment in capture order, which no worker does.
+    links: Vec<Vec<(usize, Link)>>,
+    retries: RetryWatch,
     spare: Vec<Vec<Item>>,
     /// Emptied record batches, by worker.
     spare_out: Vec<Vec<Batch>>,
@@ -470,6 +492,8 @@ impl Engine {
         Ok(Engine {
             shards,
             batches: (0..shards).map(|_| Vec::new()).collect(),
+            links: (0..shards).map(|_| Vec::new()).collect(),
+            retries: RetryWatch::new(&cfg),
             spare: Vec::new(),
             spare_out: (0..shards).map(|_| Vec::new()).collect(),
             order: Vec::new(),
@@ -495,12 +519,17 @@ impl Engine {
         // Only TCP segments move the trackers' clock (as for one tracker fed by `Analyzer`):
         // a later frame of another protocol must not expire connections or clamp times.
         self.now = self.now.max(ts_ns);
+        let at = At::new(frame, self.now);
+        if let Some(l) = self.retries.segment(seg, at) {
+            let k = shard_of(l.hash(), self.shards);
+            self.links[k].push((self.batches[k].len(), l));
+        }
         let hash = flow_hash(seg);
         let k = shard_of(hash, self.shards);
         self.batches[k].push(Item {
             seg: *seg,
             hash,
-            at: At::new(frame, self.now),
+            at,
             wire_len,
         });
         self.in_round += 1;
@@ -521,10 +550,12 @@ impl Engine {
                 .pop()
                 .unwrap_or_else(|| Vec::with_capacity(ROUND / self.shards + 64));
             let items = std::mem::replace(&mut self.batches[k], fresh);
+            let links = std::mem::take(&mut self.links[k]);
             let out = self.spare_out[k].pop().unwrap_or_default();
             self.to[k]
                 .send(Msg::Round {
                     items,
+                    links,
                     now: self.now,
                     out,
                 })

@@ -96,6 +96,17 @@ macro_rules! registry {
                 })*
             }
 
+            pub fn linked(
+                &mut self,
+                cs: &mut ConnState,
+                c: &Connection,
+                link: &tcpwhy_track::Link,
+            ) {
+                $(if self.on.$m {
+                    Detector::linked(&mut self.$m, cs, c, link);
+                })*
+            }
+
             pub fn finished(
                 &mut self,
                 cs: &mut ConnState,

@@ -3,12 +3,28 @@
 //! **Signal.** The server side answers the client's SYN with RST|ACK acknowledging it: no
 //! listener on the port (or a firewall rejecting with a reset).
 //!
-//! **Evidence.** The SYN and the RST. Details: how many SYNs were refused.
+//! **Evidence.** The SYN and the RST, and the next attempt when one is linked. Details: how
+//! many SYNs were refused; the frame of the next attempt and who made it (`linked_frame`,
+//! `linked_by`: `client` or `server`).
 //!
 //! **Cost.** From the first SYN to the last reset: one round trip when the client gives up at
 //! once, seconds when it sends the same SYN again with backoff and is refused each time. When
 //! a SYN sent again after the resets is answered (the service came up; Windows retries a
 //! refused connect() after about 0.5 s), from the first SYN to that SYN.
+//!
+//! An application that tries again opens a new connection, from a new port (a reconnect
+//! loop: an OpenFlow switch every few seconds, a service started before the one it needs).
+//! The client's next SYN to the same service from another port, within the refused attempt's
+//! linger time (135 s), is linked to the refusal: the cost is then from the first SYN to that
+//! SYN, the time the client could not connect (if it was refused again, that attempt is a
+//! finding of its own, so the findings of a loop add up to the whole time). Its confidence is
+//! `medium`: the service may have begun listening any time before that SYN, so this is the
+//! most the refusal lost. Not linked: a client that sent SYNs to other ports of the same host
+//! meanwhile (a scan probing ports is nobody's retry).
+//!
+//! Where either side may open the session (BGP peers), the refused client's peer may connect
+//! to it instead, on the port it was refused on: then nobody is shown waiting on the refusal,
+//! and the finding is `low`.
 //!
 //! **Known false positives.** A listener whose accept queue is full with
 //! net.ipv4.tcp_abort_on_overflow=1 also answers with resets.
@@ -16,9 +32,9 @@
 //! **References.** RFC 9293 section 3.10.7.1; docs/tcp-signatures.md section 2.
 
 use super::{side_name, ConnState, WHOLE};
-use crate::finding::ms;
+use crate::finding::{ms, Level};
 use crate::{Detector, Finding, Info};
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, Link, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
     id: "syn-refused",
@@ -33,7 +49,12 @@ pub(crate) struct Refused {
     refusals: u32,
     first_rst: Option<At>,
     last_rst: Option<At>,
+    /// The next attempt linked to the refusal (`Detector::linked`).
+    next: Option<Link>,
 }
+
+const AT_MOST: &str = "the service may have begun listening any time before the client's next attempt: the cost is the most the refusal lost";
+const PEER_CONNECTED: &str = "the refused client's peer connected to it on the same port afterwards (either side opens the session, as BGP peers do): nobody is shown waiting on the refusal";
 
 #[derive(Default)]
 pub struct SynRefused {}
@@ -64,6 +85,15 @@ impl Detector for SynRefused {
             st.refusals += 1;
             st.first_rst.get_or_insert(ev.at);
             st.last_rst = Some(ev.at);
+        }
+    }
+
+    fn linked(&mut self, cs: &mut ConnState, c: &Connection, link: &Link) {
+        if c.handshake.syn_ack.is_some() {
+            return;
+        }
+        if let Some(st) = cs.extra.peek_mut::<Refused>(WHOLE) {
+            st.next.get_or_insert(*link);
         }
     }
 
@@ -102,24 +132,60 @@ impl Detector for SynRefused {
                 ms(f.cost_ns)
             );
         }
-        f.explanation = if answered.is_some() {
-            std::mem::take(&mut f.explanation)
-        } else if st.refusals > 1 {
+        let refused = if st.refusals > 1 {
             format!(
-                "{} refused the connection with a reset {} times; the client tried for {} from its first SYN to the last reset.",
+                "{} refused the connection with a reset {} times",
                 capitalized(side_name(c, Side::Server)),
-                st.refusals,
-                ms(f.cost_ns)
+                st.refusals
             )
         } else {
             format!(
-                "{} refused the connection with a reset {} after the SYN.",
+                "{} refused the connection with a reset {} after the SYN",
                 capitalized(side_name(c, Side::Server)),
-                ms(f.cost_ns)
+                ms(last.ts_ns - syn.ts_ns)
             )
+        };
+        let mut linked = None;
+        f.explanation = match st.next.filter(|_| answered.is_none()) {
+            None if answered.is_some() => std::mem::take(&mut f.explanation),
+            None if st.refusals > 1 => format!(
+                "{refused}; the client tried for {} from its first SYN to the last reset.",
+                ms(f.cost_ns)
+            ),
+            None => format!("{refused}."),
+            Some(n) if !n.reverse => {
+                let after = n.at.ts_ns - last.ts_ns;
+                f.end_ns = n.at.ts_ns;
+                f.cost_ns = n.at.ts_ns - syn.ts_ns;
+                f.frames.push(n.at.frame());
+                f.confidence.lower(Level::Medium, AT_MOST);
+                linked = Some((n.at.frame(), "client"));
+                format!(
+                    "{refused}; the client tried again from port {} {} after the reset (frame {}): it could not connect for {}, at most (the service may have begun listening any time before that).",
+                    n.from_port,
+                    ms(after),
+                    n.at.frame(),
+                    ms(f.cost_ns)
+                )
+            }
+            Some(n) => {
+                f.frames.push(n.at.frame());
+                f.confidence.lower(Level::Low, PEER_CONNECTED);
+                linked = Some((n.at.frame(), "server"));
+                format!(
+                    "{refused}; {} later {} connected to {} port {} itself (frame {}): where either side opens the session (BGP peers), nobody is shown waiting on the refusal.",
+                    ms(n.at.ts_ns - last.ts_ns),
+                    n.server.0,
+                    n.client.0,
+                    n.server.1,
+                    n.at.frame()
+                )
+            }
         };
         f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
         f.details = SynRefusedDetails {
+            linked_by: linked.map(|l| l.1),
+            linked_frame: linked.map(|l| l.0),
             refusals: st.refusals,
         }
         .into();
@@ -136,9 +202,14 @@ fn capitalized(s: String) -> String {
     }
 }
 
-/// syn-refused: how many SYNs were refused.
+/// syn-refused: how many SYNs were refused, and the later attempt linked to the refusal.
 /// Fields in alphabetical order: the JSON object's keys, as `serde_json` objects order them.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SynRefusedDetails {
+    /// Who made the later attempt: `client` (from a new port) or `server` (its peer connected
+    /// to the client); none when none was linked.
+    pub linked_by: Option<&'static str>,
+    /// The later attempt's SYN.
+    pub linked_frame: Option<u64>,
     pub refusals: u32,
 }

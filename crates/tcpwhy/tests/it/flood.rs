@@ -506,3 +506,105 @@ fn a_flood_alone_is_named_without_a_cost() {
     ));
     assert!(!html.contains("cost the most"));
 }
+
+/// The packets of one attempt from `client` port `sport` to `server` port `dport` whose SYN
+/// leaves at `us` with sequence number `isn`: refused (RST|ACK with sequence 0 acknowledging
+/// ISN + 1, 100 us later) or, when `open`, answered (SYN-ACK 100 us later, the client's ACK
+/// 100 us after that).
+fn attempt(
+    us: u64,
+    client: [u8; 4],
+    sport: u16,
+    server: [u8; 4],
+    dport: u16,
+    isn: u32,
+    open: bool,
+) -> Vec<Pkt> {
+    let syn = Pkt {
+        us,
+        src: client,
+        dst: server,
+        sport,
+        dport,
+        seq: isn,
+        ack: 0,
+        flags: SYN,
+    };
+    let answer = |dt, seq, flags| Pkt {
+        us: us + dt,
+        src: server,
+        dst: client,
+        sport: dport,
+        dport: sport,
+        seq,
+        ack: isn + 1,
+        flags,
+    };
+    if !open {
+        return vec![syn, answer(100, 0, RST | ACK)];
+    }
+    let mut ack = syn;
+    (ack.us, ack.seq, ack.ack, ack.flags) = (us + 200, isn + 1, 9001, ACK);
+    vec![syn, answer(100, 9000, SYN | ACK), ack]
+}
+
+/// A reconnect loop: 10.1.0.1 connects to 10.1.0.2:6653 from port 40000 at 0 s (frames 1-2:
+/// refused), from port 40001 at 2 s (frames 3-4: refused again) and from port 40002 at 4 s
+/// (frames 5-7: answered). The client could not connect for 4 s: each refusal costs the time
+/// from its SYN to the next attempt's, 2000 ms each, linked to frames 3 and 5, `medium` (the
+/// service may have come up any time before the next attempt). The same with one thread and
+/// with two.
+#[test]
+fn a_refused_client_trying_again_from_new_ports_lost_the_time_until_its_next_try() {
+    let (c, s) = ([10, 1, 0, 1], [10, 1, 0, 2]);
+    let mut p = attempt(0, c, 40_000, s, 6653, 1000, false);
+    p.extend(attempt(2_000_000, c, 40_001, s, 6653, 2000, false));
+    p.extend(attempt(4_000_000, c, 40_002, s, 6653, 3000, true));
+    let f = findings(&p, &["--threads", "1"]);
+    assert_eq!(f, findings(&p, &["--threads", "2"]));
+    let r = with_id(&f, "syn-refused");
+    assert_eq!(r.len(), 2, "{f:?}");
+    for (x, (first, next)) in r.iter().zip([(1, 3), (3, 5)]) {
+        assert_eq!(x["cost_ms"].as_f64(), Some(2000.0), "{x}");
+        assert_eq!(x["frames"], serde_json::json!([first, first + 1, next]));
+        assert_eq!(x["details"]["linked_by"], "client");
+        assert_eq!(x["details"]["linked_frame"], next);
+        assert_eq!(x["confidence"]["level"], "medium");
+    }
+    assert!(r[0]["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("the client tried again from port 40001 2000 ms after the reset (frame 3)"));
+}
+
+/// BGP peers: 10.2.0.2 connects to 10.2.0.1:179 from port 51000 at 0 s and is refused 100 us
+/// later (frames 1-2); at 1.8 s 10.2.0.1 connects to 10.2.0.2:179 itself from port 33001
+/// (frames 3-5, answered). Nobody waited on the refusal: its finding keeps the reset's 0.1 ms
+/// and is `low`, linked to frame 3 by the server. A client that probed another port of the
+/// host in between (a scan) is not linked to its later SYN to the refused port.
+#[test]
+fn a_refusal_followed_by_the_peer_connecting_back_is_low() {
+    let (a, b) = ([10, 2, 0, 1], [10, 2, 0, 2]);
+    let mut p = attempt(0, b, 51_000, a, 179, 1000, false);
+    p.extend(attempt(1_800_000, a, 33_001, b, 179, 2000, true));
+    let f = findings(&p, &[]);
+    let r = with_id(&f, "syn-refused");
+    assert_eq!(r.len(), 1, "{f:?}");
+    assert_eq!(r[0]["cost_ms"].as_f64(), Some(0.1));
+    assert_eq!(r[0]["details"]["linked_by"], "server");
+    assert_eq!(r[0]["details"]["linked_frame"], 3);
+    assert_eq!(r[0]["confidence"]["level"], "low");
+
+    let (c, s) = ([10, 3, 0, 1], [10, 3, 0, 2]);
+    let mut p = attempt(0, c, 40_000, s, 113, 1000, false);
+    p.extend(attempt(1_000, c, 40_000, s, 25, 1500, false));
+    p.extend(attempt(2_000_000, c, 40_001, s, 113, 2000, false));
+    let f = findings(&p, &[]);
+    let r = with_id(&f, "syn-refused");
+    assert_eq!(r.len(), 3, "{f:?}");
+    assert!(
+        r.iter()
+            .all(|x| x["details"]["linked_by"].is_null() && x["cost_ms"].as_f64() == Some(0.1)),
+        "{f:?}"
+    );
+}
