@@ -164,11 +164,13 @@ impl Analyzer {
         sink: &mut dyn Sink,
     ) {
         if let Some(wire_len) = self.front.frame(ts_ns, link, data, orig_len, &mut self.seg) {
-            let at = At::new(frame, ts_ns);
-            if let Some(l) = self.retries.segment(&self.seg, at) {
-                self.tracker.link(&l, sink);
+            // The watch sees capture time that never steps back, as the tracker does.
+            let now = At::new(frame, ts_ns.max(self.tracker.now()));
+            for l in self.retries.segment(&self.seg, now) {
+                self.tracker.link(l, sink);
             }
-            self.tracker.segment(&self.seg, at, wire_len, sink);
+            self.tracker
+                .segment(&self.seg, At::new(frame, ts_ns), wire_len, sink);
         }
     }
 

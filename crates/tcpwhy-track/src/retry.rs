@@ -7,20 +7,25 @@
 //!
 //! [`RetryWatch`] sees every TCP segment of the capture in capture order, before the tracker
 //! that follows its connection (the reading thread, when trackers are sharded by 4-tuple),
-//! and links the two connections: it gives a [`Link`] for the tracker of the refused one
+//! and links the connections: it gives [`Link`]s for the trackers of the refused ones
 //! ([`Tracker::link`](crate::Tracker::link)).
 //!
 //! A refusal is the reset RFC 9293 prescribes for a SYN (a segment without ACK) that meets no
 //! listener: RST and ACK with sequence number 0 (section 3.10.7.1); the detectors check that
-//! the reset acknowledges the SYN. Linked is the next SYN from the refused client to the same
-//! service (address and port) from another port, or from the service's address to the same
-//! port of the client. Not linked: a client that sent SYNs to other ports of the same host
-//! after the refusal (a scan probing ports is nobody's retry).
+//! the reset acknowledges the SYN. A client's next SYN to the same service (address and port)
+//! from another port is its next attempt. When an attempt is answered by a SYN-ACK, the client
+//! got through: each refused attempt of the loop before it is linked to the SYN of the attempt
+//! that followed it. A loop that never gets through links nothing: attempts some time apart
+//! that are all refused may be a periodic check as well as a loop, and nobody is shown
+//! waiting. The service's host sending a SYN to the refused client on the refused port links
+//! the last refusal as the session opened the other way. Not linked: a client that sent SYNs
+//! to other ports of the same host after a refusal (a scan probing ports is nobody's retry).
 //!
 //! Memory is bounded: one entry per (client address, service address) pair refused and not
-//! yet linked, at most [`MAX_PAIRS`]; an entry older than the refused attempt's linger time
-//! (its connection is finished by then) is dropped when room is needed, and a refusal that
-//! finds no room is not watched (counted in [`RetryWatch::unwatched`]).
+//! yet linked, at most [`MAX_PAIRS`], with at most [`MAX_LOOP`] refused attempts of its loop
+//! (the oldest are left unlinked); an entry older than the refused attempt's linger time (its
+//! connection is finished by then) is dropped when room is needed, and a refusal that finds
+//! no room is not watched (counted in [`RetryWatch::unwatched`]).
 
 use crate::config::Config;
 use crate::endpoint::At;
@@ -31,17 +36,24 @@ use tcpwhy_wire::TcpSegment;
 
 /// Refused (client, service) pairs watched at once, at most.
 pub const MAX_PAIRS: usize = 1 << 16;
+/// Refused attempts of one loop kept for linking, at most.
+pub const MAX_LOOP: usize = 16;
 
-/// A refusal not yet linked.
-#[derive(Clone, Copy, Debug)]
+/// A pair's refusals not yet linked.
+#[derive(Clone, Debug)]
 struct Refusal {
-    /// The service's port and the refused client's port.
+    /// The service's port and the last refused attempt's client port.
     port: u16,
     client_port: u16,
-    /// When the reset was seen.
+    /// When the last reset was seen.
     ts_ns: i64,
     /// The client sent SYNs to another port of the same host since (or was refused on two).
     other_ports: bool,
+    /// The attempt after the last refusal, waiting for its answer: its port and SYN.
+    pending: Option<(u16, At)>,
+    /// Earlier refused attempts of the loop: each one's port, and the port and SYN of the
+    /// attempt after it.
+    earlier: Vec<(u16, u16, At)>,
 }
 
 /// What a later SYN says of a refused attempt: for the tracker of the refused connection.
@@ -50,13 +62,16 @@ pub struct Link {
     /// The refused connection: its client and its server (address, port).
     pub client: (IpAddr, u16),
     pub server: (IpAddr, u16),
-    /// The later SYN.
+    /// The SYN of the attempt after it.
     pub at: At,
     /// That SYN's source port.
     pub from_port: u16,
     /// The server's host sent it, to the client's host on the refused port (the session
-    /// opened the other way); else the client sent it to the same service again.
+    /// opened the other way); else the client sent it to the same service again, and got
+    /// through then or later.
     pub reverse: bool,
+    /// Capture time when the link was made (the segment that made it).
+    pub made_ns: i64,
 }
 
 impl Link {
@@ -72,6 +87,8 @@ pub struct RetryWatch {
     pairs: FxHashMap<(IpAddr, IpAddr), Refusal>,
     linger_ns: i64,
     unwatched: u64,
+    /// The links the last segment made.
+    made: Vec<Link>,
 }
 
 impl RetryWatch {
@@ -80,6 +97,7 @@ impl RetryWatch {
             pairs: FxHashMap::default(),
             linger_ns: cfg.reset_attempt_linger_ns.max(cfg.closed_linger_ns),
             unwatched: 0,
+            made: Vec::new(),
         }
     }
 
@@ -88,21 +106,27 @@ impl RetryWatch {
         self.unwatched
     }
 
-    /// One segment, in capture order, before its tracker sees it: the link it makes, if any
-    /// (to be given to the refused connection's tracker before this segment goes to its own).
+    /// One segment, in capture order, before its tracker sees it (`at`: capture time that
+    /// never steps back, as the tracker's): the links it makes, to be given to the refused
+    /// connections' trackers before this segment goes to its own.
     #[inline]
-    pub fn segment(&mut self, seg: &TcpSegment, at: At) -> Option<Link> {
+    pub fn segment(&mut self, seg: &TcpSegment, at: At) -> &[Link] {
+        if !self.made.is_empty() {
+            self.made.clear();
+        }
         let f = seg.flags;
         if f.rst() {
             if f.ack() && seg.seq.0 == 0 && seg.payload_len == 0 {
                 self.refused(seg, at.ts_ns);
             }
-            return None;
+        } else if f.syn() && !self.pairs.is_empty() {
+            if f.ack() {
+                self.syn_ack(seg, at.ts_ns);
+            } else {
+                self.syn(seg, at);
+            }
         }
-        if !f.syn() || f.ack() || self.pairs.is_empty() {
-            return None;
-        }
-        self.syn(seg, at)
+        &self.made
     }
 
     /// A reset from `seg.src` refusing `seg.dst`'s SYN.
@@ -117,51 +141,95 @@ impl RetryWatch {
                 return;
             }
         }
+        let (port, client_port) = (seg.src_port, seg.dst_port);
         let r = self.pairs.entry(key).or_insert(Refusal {
-            port: seg.src_port,
-            client_port: seg.dst_port,
+            port,
+            client_port,
             ts_ns,
             other_ports: false,
+            pending: None,
+            earlier: Vec::new(),
         });
-        r.other_ports |= r.port != seg.src_port;
-        r.port = seg.src_port;
-        r.client_port = seg.dst_port;
+        if r.port != port {
+            r.other_ports = true;
+        }
+        match r.pending.take() {
+            // The attempt after the last refusal was refused too: the loop goes on.
+            Some((p, syn)) if p == client_port && r.port == port => {
+                if r.earlier.len() == MAX_LOOP {
+                    r.earlier.remove(0);
+                }
+                r.earlier.push((r.client_port, p, syn));
+            }
+            // Any other refusal begins the pair's loop again.
+            _ => r.earlier.clear(),
+        }
+        r.port = port;
+        r.client_port = client_port;
         r.ts_ns = ts_ns;
     }
 
     /// A SYN while refusals are watched.
     #[cold]
-    fn syn(&mut self, seg: &TcpSegment, at: At) -> Option<Link> {
+    fn syn(&mut self, seg: &TcpSegment, at: At) {
         let (src, dst) = (seg.src, seg.dst);
         if let Some(r) = self.pairs.get_mut(&(src, dst)) {
             if r.port != seg.dst_port {
                 r.other_ports = true;
-            } else if r.client_port != seg.src_port {
-                // The same port's SYN again is the refused attempt's own (its tracker sees it).
-                let r = *r;
-                self.pairs.remove(&(src, dst));
-                return (!r.other_ports).then_some(Link {
-                    client: (src, r.client_port),
-                    server: (dst, r.port),
-                    at,
-                    from_port: seg.src_port,
-                    reverse: false,
-                });
+            } else if r.client_port != seg.src_port && r.pending.is_none() && !r.other_ports {
+                // (The same port's SYN again is the refused attempt's own: its tracker sees it.)
+                r.pending = Some((seg.src_port, at));
             }
         }
-        // The refused client's peer connects to it, on the port it was refused on.
-        let r = *self.pairs.get(&(dst, src))?;
-        if r.port != seg.dst_port || r.other_ports {
-            return None;
+        // The refused client's peer connects to it, on the port it was refused on. (Over
+        // loopback that SYN cannot be told from the client's own next attempt.)
+        if src == dst {
+            return;
         }
-        self.pairs.remove(&(dst, src));
-        Some(Link {
+        let Some(r) = self.pairs.get(&(dst, src)) else {
+            return;
+        };
+        if r.port != seg.dst_port || r.other_ports {
+            return;
+        }
+        self.made.push(Link {
             client: (dst, r.client_port),
             server: (src, r.port),
             at,
             from_port: seg.src_port,
             reverse: true,
-        })
+            made_ns: at.ts_ns,
+        });
+        self.pairs.remove(&(dst, src));
+    }
+
+    /// A SYN-ACK while refusals are watched: the client's next attempt got through.
+    #[cold]
+    fn syn_ack(&mut self, seg: &TcpSegment, made_ns: i64) {
+        let key = (seg.dst, seg.src);
+        let Some(r) = self.pairs.get(&key) else {
+            return;
+        };
+        let Some((p, syn)) = r.pending else {
+            return;
+        };
+        if (p, r.port) != (seg.dst_port, seg.src_port) {
+            return;
+        }
+        let (client, server) = (seg.dst, seg.src);
+        let link = |refused: u16, from_port: u16, at: At| Link {
+            client: (client, refused),
+            server: (server, r.port),
+            at,
+            from_port,
+            reverse: false,
+            made_ns,
+        };
+        for &(refused, next, at) in &r.earlier {
+            self.made.push(link(refused, next, at));
+        }
+        self.made.push(link(r.client_port, p, syn));
+        self.pairs.remove(&key);
     }
 }
 
@@ -190,40 +258,75 @@ mod tests {
         At::new(ms as u64 + 1, ms * 1_000_000)
     }
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an address")
+    }
+
+    /// Refused from port 40000 at 0, from 40001 at 2 s, answered from 40002 at 4 s: both
+    /// refusals are linked when the SYN-ACK comes, each to the SYN after it.
     #[test]
-    fn a_retry_from_a_new_port_is_linked_to_the_refused_attempt() {
+    fn a_loop_that_gets_through_links_each_refusal_to_the_next_try() {
         let mut w = RetryWatch::new(&Config::default());
+        let (c, s) = ("10.0.0.1", "10.0.0.2");
+        assert!(w.segment(&seg(c, 40000, s, 6653, SYN, 7), at(0)).is_empty());
+        assert!(w
+            .segment(&seg(s, 6653, c, 40000, RST_ACK, 0), at(1))
+            .is_empty());
+        // Another client's SYN to the service says nothing of this one.
+        assert!(w
+            .segment(&seg("10.0.0.9", 40001, s, 6653, SYN, 9), at(3))
+            .is_empty());
+        assert!(w
+            .segment(&seg(c, 40001, s, 6653, SYN, 11), at(2000))
+            .is_empty());
+        assert!(w
+            .segment(&seg(s, 6653, c, 40001, RST_ACK, 0), at(2001))
+            .is_empty());
+        assert!(w
+            .segment(&seg(c, 40002, s, 6653, SYN, 13), at(4000))
+            .is_empty());
+        // A SYN-ACK to another port is not the answer.
+        assert!(w
+            .segment(&seg(s, 6653, c, 40009, SYN_ACK, 5), at(4000))
+            .is_empty());
+        let links = w
+            .segment(&seg(s, 6653, c, 40002, SYN_ACK, 5), at(4001))
+            .to_vec();
+        let want = |refused, from_port, next: At| Link {
+            client: (ip(c), refused),
+            server: (ip(s), 6653),
+            at: next,
+            from_port,
+            reverse: false,
+            made_ns: at(4001).ts_ns,
+        };
         assert_eq!(
-            w.segment(&seg("10.0.0.1", 40000, "10.0.0.2", 6653, SYN, 7), at(0)),
-            None
+            links,
+            [want(40000, 40001, at(2000)), want(40001, 40002, at(4000))]
         );
         assert_eq!(
-            w.segment(&seg("10.0.0.2", 6653, "10.0.0.1", 40000, RST_ACK, 0), at(1)),
-            None
+            links[0].hash(),
+            crate::flow_hash(&seg(c, 40000, s, 6653, SYN, 7))
         );
-        // A SYN-ACK or a SYN elsewhere says nothing of it.
+        assert!(w.pairs.is_empty(), "linked once");
+    }
+
+    /// Refused, then refused again from a new port 44 s later, and no more: nothing shows the
+    /// client waiting (a periodic check looks the same), so nothing is linked.
+    #[test]
+    fn a_loop_that_never_gets_through_links_nothing() {
+        let mut w = RetryWatch::new(&Config::default());
+        let (c, s) = ("172.16.42.216", "192.168.11.1");
+        w.segment(&seg(c, 38391, s, 8080, SYN, 7), at(0));
+        w.segment(&seg(s, 8080, c, 38391, RST_ACK, 0), at(2));
+        w.segment(&seg(c, 38434, s, 8080, SYN, 9), at(44_000));
+        assert!(w
+            .segment(&seg(s, 8080, c, 38434, RST_ACK, 0), at(44_087))
+            .is_empty());
+        let r = &w.pairs[&(ip(c), ip(s))];
         assert_eq!(
-            w.segment(&seg("10.0.0.2", 6653, "10.0.0.1", 40001, SYN_ACK, 5), at(2)),
-            None
-        );
-        assert_eq!(
-            w.segment(&seg("10.0.0.9", 40001, "10.0.0.2", 6653, SYN, 9), at(3)),
-            None
-        );
-        let l = w
-            .segment(&seg("10.0.0.1", 40002, "10.0.0.2", 6653, SYN, 11), at(2000))
-            .expect("linked");
-        assert_eq!(l.client, ("10.0.0.1".parse().expect("ip"), 40000));
-        assert_eq!(l.server, ("10.0.0.2".parse().expect("ip"), 6653));
-        assert_eq!((l.at, l.from_port, l.reverse), (at(2000), 40002, false));
-        assert_eq!(
-            l.hash(),
-            crate::flow_hash(&seg("10.0.0.1", 40000, "10.0.0.2", 6653, SYN, 7))
-        );
-        // Linked once: the next SYN is the new attempt's business.
-        assert_eq!(
-            w.segment(&seg("10.0.0.1", 40003, "10.0.0.2", 6653, SYN, 13), at(4000)),
-            None
+            (r.client_port, r.earlier.len(), r.pending),
+            (38434, 1, None)
         );
     }
 
@@ -234,13 +337,11 @@ mod tests {
         w.segment(&seg("10.0.0.2", 80, "10.0.0.1", 40000, RST, 1234), at(0));
         assert!(w.pairs.is_empty());
         w.segment(&seg("10.0.0.2", 80, "10.0.0.1", 40000, RST_ACK, 0), at(1));
-        assert_eq!(
-            w.segment(&seg("10.0.0.1", 40000, "10.0.0.2", 80, SYN, 7), at(500)),
-            None
-        );
+        // The same SYN again (Windows after 0.5 s), answered: the tracker sees it on its tuple.
+        w.segment(&seg("10.0.0.1", 40000, "10.0.0.2", 80, SYN, 7), at(500));
         assert!(w
-            .segment(&seg("10.0.0.1", 40001, "10.0.0.2", 80, SYN, 7), at(900))
-            .is_some());
+            .segment(&seg("10.0.0.2", 80, "10.0.0.1", 40000, SYN_ACK, 3), at(501))
+            .is_empty());
     }
 
     #[test]
@@ -248,16 +349,32 @@ mod tests {
         let mut w = RetryWatch::new(&Config::default());
         w.segment(&seg("1.0.3.1", 179, "1.0.3.2", 51000, RST_ACK, 0), at(0));
         // Another port of the client: not the session refused.
-        assert_eq!(
-            w.segment(&seg("1.0.3.1", 33000, "1.0.3.2", 22, SYN, 1), at(10)),
-            None
-        );
-        let l = w
-            .segment(&seg("1.0.3.1", 33001, "1.0.3.2", 179, SYN, 1), at(1800))
-            .expect("linked");
+        assert!(w
+            .segment(&seg("1.0.3.1", 33000, "1.0.3.2", 22, SYN, 1), at(10))
+            .is_empty());
+        let l = w.segment(&seg("1.0.3.1", 33001, "1.0.3.2", 179, SYN, 1), at(1800))[0];
         assert!(l.reverse);
-        assert_eq!(l.client, ("1.0.3.2".parse().expect("ip"), 51000));
-        assert_eq!(l.server, ("1.0.3.1".parse().expect("ip"), 179));
+        assert_eq!(
+            (l.client, l.server),
+            ((ip("1.0.3.2"), 51000), (ip("1.0.3.1"), 179))
+        );
+        assert_eq!((l.at, l.made_ns), (at(1800), at(1800).ts_ns));
+        // Over loopback the peer's SYN and the client's next one look the same: no reverse.
+        w.segment(
+            &seg("127.0.0.1", 6633, "127.0.0.1", 51000, RST_ACK, 0),
+            at(2000),
+        );
+        assert!(w
+            .segment(
+                &seg("127.0.0.1", 56440, "127.0.0.1", 6633, SYN, 1),
+                at(6000)
+            )
+            .is_empty());
+        let l = w.segment(
+            &seg("127.0.0.1", 6633, "127.0.0.1", 56440, SYN_ACK, 1),
+            at(6001),
+        )[0];
+        assert!(!l.reverse);
     }
 
     #[test]
@@ -266,14 +383,13 @@ mod tests {
         w.segment(&seg("10.0.0.2", 113, "10.0.0.8", 36050, RST_ACK, 0), at(0));
         w.segment(&seg("10.0.0.8", 36050, "10.0.0.2", 25, SYN, 1), at(1));
         w.segment(&seg("10.0.0.8", 36050, "10.0.0.2", 70, SYN, 1), at(2));
-        assert_eq!(
-            w.segment(&seg("10.0.0.8", 36061, "10.0.0.2", 113, SYN, 1), at(3000)),
-            None
-        );
-        assert!(
-            w.pairs.is_empty(),
-            "the probe of the same port ends the watch"
-        );
+        w.segment(&seg("10.0.0.8", 36061, "10.0.0.2", 113, SYN, 1), at(3000));
+        assert!(w
+            .segment(
+                &seg("10.0.0.2", 113, "10.0.0.8", 36061, SYN_ACK, 1),
+                at(3001)
+            )
+            .is_empty());
     }
 
     #[test]
@@ -296,5 +412,27 @@ mod tests {
             at(later),
         );
         assert_eq!((w.pairs.len(), w.unwatched()), (1, 1));
+    }
+
+    #[test]
+    fn a_long_loop_keeps_its_last_refusals() {
+        let mut w = RetryWatch::new(&Config::default());
+        let (c, s) = ("10.0.0.1", "10.0.0.2");
+        let n = MAX_LOOP as u16 + 4;
+        for i in 0..n {
+            w.segment(&seg(c, 40000 + i, s, 80, SYN, 7), at(i64::from(i) * 1000));
+            w.segment(
+                &seg(s, 80, c, 40000 + i, RST_ACK, 0),
+                at(i64::from(i) * 1000 + 1),
+            );
+        }
+        w.segment(&seg(c, 40000 + n, s, 80, SYN, 7), at(i64::from(n) * 1000));
+        let links = w.segment(
+            &seg(s, 80, c, 40000 + n, SYN_ACK, 7),
+            at(i64::from(n) * 1000 + 1),
+        );
+        assert_eq!(links.len(), MAX_LOOP + 1);
+        assert_eq!(links[0].client.1, 40000 + n - 1 - MAX_LOOP as u16);
+        assert_eq!(links[MAX_LOOP].client.1, 40000 + n - 1);
     }
 }

@@ -188,6 +188,11 @@ impl Tracker {
         self.embryos.iter().count()
     }
 
+    /// Capture time as far as this tracker has seen it (never stepping back).
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
     /// Connections currently tracked.
     pub fn open_connections(&self) -> usize {
         self.open
@@ -267,15 +272,10 @@ impl Tracker {
 
     /// A later attempt linked to a refused one ([`RetryWatch`](crate::RetryWatch)), given
     /// before the segment that made it: to the sink with the refused connection, when this
-    /// tracker still follows it. Capture time moves to the link's first, as the segment would
-    /// move it, so that every tracker finishes the same connections before the link.
+    /// tracker still follows it. Capture time moves to that segment's first, as the segment
+    /// would move it, so that every tracker finishes the same connections before the link.
     pub fn link(&mut self, link: &crate::Link, sink: &mut dyn Sink) {
-        self.advance_to(link.at.ts_ns, sink);
-        // Capture time that never steps back, as for segments (`segment_hashed`).
-        let link = &crate::Link {
-            at: At::new(link.at.frame(), link.at.ts_ns.max(self.now)),
-            ..*link
-        };
+        self.advance_to(link.made_ns, sink);
         let mut probe = TcpSegment::EMPTY;
         ((probe.src, probe.src_port), (probe.dst, probe.dst_port)) = (link.client, link.server);
         let (slots, embryos) = (&self.slots, &self.embryos);

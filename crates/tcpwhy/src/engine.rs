@@ -520,9 +520,9 @@ impl Engine {
         // a later frame of another protocol must not expire connections or clamp times.
         self.now = self.now.max(ts_ns);
         let at = At::new(frame, self.now);
-        if let Some(l) = self.retries.segment(seg, at) {
+        for l in self.retries.segment(seg, at) {
             let k = shard_of(l.hash(), self.shards);
-            self.links[k].push((self.batches[k].len(), l));
+            self.links[k].push((self.batches[k].len(), *l));
         }
         let hash = flow_hash(seg);
         let k = shard_of(hash, self.shards);

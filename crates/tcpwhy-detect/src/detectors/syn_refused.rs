@@ -14,13 +14,16 @@
 //!
 //! An application that tries again opens a new connection, from a new port (a reconnect
 //! loop: an OpenFlow switch every few seconds, a service started before the one it needs).
-//! The client's next SYN to the same service from another port, within the refused attempt's
-//! linger time (135 s), is linked to the refusal: the cost is then from the first SYN to that
-//! SYN, the time the client could not connect (if it was refused again, that attempt is a
-//! finding of its own, so the findings of a loop add up to the whole time). Its confidence is
-//! `medium`: the service may have begun listening any time before that SYN, so this is the
-//! most the refusal lost. Not linked: a client that sent SYNs to other ports of the same host
-//! meanwhile (a scan probing ports is nobody's retry).
+//! When one of the client's later attempts to the same service is answered, the client got
+//! through: each refused attempt of the loop is then linked to the SYN of the attempt after
+//! it (the reading thread's `RetryWatch`, which sees every connection), and costs the time
+//! from its first SYN to that SYN, so the loop's findings add up to the time the client could
+//! not connect. Such a finding is `medium`: the service may have begun listening any time
+//! before the next try, so this is the most the refusal lost. A loop that never gets through
+//! in the capture links nothing (tries minutes apart, all refused, may be a periodic check:
+//! nobody is shown waiting), nor does a client that sent SYNs to other ports of the same
+//! host meanwhile (a scan probing ports is nobody's retry). Linked only within the refused
+//! attempt's linger time (135 s) and 16 refusals back.
 //!
 //! Where either side may open the session (BGP peers), the refused client's peer may connect
 //! to it instead, on the port it was refused on: then nobody is shown waiting on the refusal,
@@ -161,7 +164,7 @@ impl Detector for SynRefused {
                 f.confidence.lower(Level::Medium, AT_MOST);
                 linked = Some((n.at.frame(), "client"));
                 format!(
-                    "{refused}; the client tried again from port {} {} after the reset (frame {}): it could not connect for {}, at most (the service may have begun listening any time before that).",
+                    "{refused}; the client tried again from port {} {} after the reset (frame {}) and, then or on a later try, got through: {} lost, at most (the service may have begun listening any time before that try).",
                     n.from_port,
                     ms(after),
                     n.at.frame(),
