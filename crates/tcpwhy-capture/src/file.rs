@@ -390,12 +390,21 @@ impl FileReader {
         let link = r.header().link;
         match r.next_record() {
             Ok(rec) => {
-                if rec.ts_ns < self.last_ts {
-                    self.stats.timestamps_backwards += 1;
+                // A fraction of a second out of range leaves the second: the packet was
+                // captured within it and, in a file in time order, not before the packet
+                // before it; the earliest such time is taken.
+                let ts_ns = if rec.frac_invalid {
+                    self.stats.timestamps_invalid += 1;
+                    rec.ts_ns.max(self.last_ts)
+                } else {
+                    rec.ts_ns
+                };
+                if ts_ns < self.last_ts {
+                    self.stats.backwards(self.last_ts - ts_ns);
                 }
-                self.last_ts = rec.ts_ns;
+                self.last_ts = ts_ns;
                 self.head = Some(Head {
-                    ts_ns: rec.ts_ns,
+                    ts_ns,
                     link,
                     orig_len: rec.orig_len,
                 });
@@ -458,7 +467,7 @@ impl FileReader {
                     reader.consume(consumed);
                     if let Some(h) = head {
                         if h.ts_ns < self.last_ts {
-                            self.stats.timestamps_backwards += 1;
+                            self.stats.backwards(self.last_ts - h.ts_ns);
                         }
                         self.last_ts = h.ts_ns;
                         self.head = Some(h);

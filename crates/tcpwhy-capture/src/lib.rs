@@ -112,22 +112,36 @@ pub struct ContainerStats {
     pub blocks_skipped: u64,
     /// Packet blocks naming an interface that no Interface Description Block defined.
     pub packets_without_interface: u64,
-    /// Records whose timestamp is earlier than the previous record of the same file.
+    /// Records whose timestamp is earlier than the previous record of the same file, and the
+    /// largest such step back (ns).
     pub timestamps_backwards: u64,
+    pub backwards_max_ns: i64,
     /// pcapng packets stamped before 1970 or after `MAX_TS_NS`: taken as stamped at the
     /// previous packet's time.
     pub timestamps_out_of_range: u64,
+    /// pcap records whose fraction of a second is out of range (a million microseconds or
+    /// more): taken as stamped at their whole second, or at the previous record's time when
+    /// that is later.
+    pub timestamps_invalid: u64,
     /// pcapng packet blocks whose framing was sound but whose contents lied (a captured length
     /// beyond the block, say): skipped, the blocks after them read.
     pub corrupt_blocks: u64,
 }
 
 impl ContainerStats {
+    /// A record stamped `step_ns` before the record before it in its file.
+    pub(crate) fn backwards(&mut self, step_ns: i64) {
+        self.timestamps_backwards += 1;
+        self.backwards_max_ns = self.backwards_max_ns.max(step_ns);
+    }
+
     fn add(&mut self, o: &ContainerStats) {
         self.blocks_skipped += o.blocks_skipped;
         self.packets_without_interface += o.packets_without_interface;
         self.timestamps_backwards += o.timestamps_backwards;
         self.timestamps_out_of_range += o.timestamps_out_of_range;
+        self.timestamps_invalid += o.timestamps_invalid;
+        self.backwards_max_ns = self.backwards_max_ns.max(o.backwards_max_ns);
         self.corrupt_blocks += o.corrupt_blocks;
     }
 }

@@ -72,7 +72,11 @@ impl Header {
 /// One record: where its bytes are in the buffer, and its header fields.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record {
+    /// The capture time; only the whole second when `frac_invalid`.
     pub ts_ns: i64,
+    /// The fraction of a second is out of range (a million microseconds or more, a billion
+    /// nanoseconds or more): the record says only its second.
+    pub frac_invalid: bool,
     pub orig_len: u32,
     pub data_start: usize,
     pub data_len: usize,
@@ -280,8 +284,10 @@ impl PcapReader {
         // `need` may have moved the record to the front of the buffer.
         let s = self.start;
         let frac = i64::from(ts_frac) * if self.header.nanos { 1 } else { 1000 };
+        let frac_invalid = frac >= 1_000_000_000;
         let rec = Record {
-            ts_ns: i64::from(ts_sec) * 1_000_000_000 + frac,
+            ts_ns: i64::from(ts_sec) * 1_000_000_000 + if frac_invalid { 0 } else { frac },
+            frac_invalid,
             orig_len,
             data_start: s + hdr,
             data_len: len,

@@ -314,6 +314,57 @@ fn backwards_timestamps_are_counted_not_reordered() {
     }
     assert_eq!(n, 3);
     assert_eq!(cap.stats().timestamps_backwards, 1);
+    assert_eq!(cap.stats().backwards_max_ns, 1_000_000_000);
+}
+
+/// tcpflow's bug8.pcap: its first record's microseconds field is 8 915 240. Read as it is,
+/// the packet was 8.9 s later than its second, after every other packet of the file; the
+/// time that never steps back then held every later packet at it and every interval was 0.
+/// Its second is what the record says: the packet is taken at the whole second, or at the
+/// packet before it when that is later; nanosecond files likewise from 10^9.
+#[test]
+fn a_fraction_of_a_second_out_of_range_leaves_the_second() {
+    let f = pcap(
+        false,
+        false,
+        1,
+        &[
+            (5, 8_915_240, &[1; 20]),
+            (5, 558_494, &[2; 20]),
+            (5, 1_000_000, &[3; 20]),
+            (6, 999_999, &[4; 20]),
+        ],
+    );
+    let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
+    let mut times = Vec::new();
+    while let Some(p) = cap.next().unwrap() {
+        times.push((p.data[0], p.ts_ns));
+    }
+    let s = 1_000_000_000;
+    assert_eq!(
+        times,
+        [
+            (1, 5 * s),
+            (2, 5 * s + 558_494_000),
+            (3, 5 * s + 558_494_000),
+            (4, 6 * s + 999_999_000)
+        ]
+    );
+    assert_eq!(cap.stats().timestamps_invalid, 2);
+    assert_eq!(cap.stats().timestamps_backwards, 0);
+    let f = pcap(
+        false,
+        true,
+        1,
+        &[(5, 999_999_999, &[1; 20]), (6, 1_000_000_000, &[2; 20])],
+    );
+    let mut cap = Capture::from_readers(vec![reader("f", f).unwrap()]).unwrap();
+    let mut times = Vec::new();
+    while let Some(p) = cap.next().unwrap() {
+        times.push(p.ts_ns);
+    }
+    assert_eq!(times, [5 * s + 999_999_999, 6 * s]);
+    assert_eq!(cap.stats().timestamps_invalid, 1);
 }
 
 /// A stream that hands out at most `step` bytes per read (a pipe, a slow decompressor).

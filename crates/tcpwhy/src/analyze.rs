@@ -147,6 +147,35 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
              or interface offset out of range): each was taken as stamped at the packet before it"
         ));
     }
+    let containers = capture.stats();
+    if containers.timestamps_invalid > 0 {
+        let n = containers.timestamps_invalid;
+        warnings.push(format!(
+            "{n} packet{} a timestamp whose fraction of a second is out of range (a second or \
+             more): {} taken as stamped at its whole second, or at the packet \
+             before it when that is later, so times measured from {} are known only to the \
+             second",
+            if n == 1 { " had" } else { "s had" },
+            if n == 1 { "it was" } else { "each was" },
+            if n == 1 { "it" } else { "them" },
+        ));
+    }
+    // Steps back under a millisecond are a capture on several CPUs interleaving its
+    // timestamps (microseconds, even nanoseconds, in the lab's veth captures): counted in the
+    // summary, shortening no interval that matters.
+    if containers.backwards_max_ns >= 1_000_000 {
+        let n = containers.timestamps_backwards;
+        warnings.push(format!(
+            "{n} packet{} stamped earlier than the packet before {} in the same file (by up to \
+             {}): the file is not in time order (merged without sorting, shuffled, or the clock \
+             stepped back). Capture time is taken as never stepping back, so the intervals \
+             around {} are shortened, down to 0; `reordercap` sorts a file by time",
+            if n == 1 { " was" } else { "s were" },
+            if n == 1 { "it" } else { "them" },
+            step(containers.backwards_max_ns),
+            if n == 1 { "it" } else { "them" },
+        ));
+    }
     for (lt, n) in &stats.skipped_link_types {
         let name = tcpwhy_wire::LinkType(*lt).name().unwrap_or("unknown");
         let s = if *n == 1 { "" } else { "s" };
@@ -598,4 +627,16 @@ fn interrupt_flag() -> io::Result<std::sync::Arc<std::sync::atomic::AtomicBool>>
         signal_hook::flag::register(sig, std::sync::Arc::clone(&flag))?;
     }
     Ok(flag)
+}
+
+/// A step in capture time for a warning: microseconds below a millisecond, then
+/// milliseconds, then seconds.
+fn step(ns: i64) -> String {
+    if ns < 1_000_000 {
+        format!("{} us", ns / 1000)
+    } else if ns < 10_000_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} s", ns as f64 / 1e9)
+    }
 }

@@ -290,3 +290,77 @@ fn text_report_gives_the_answer_then_totals_and_slowest() {
         "{row}"
     );
 }
+
+/// The records of a little-endian microsecond pcap: (offset of the record header, its
+/// length with the header).
+fn records(pcap: &[u8]) -> Vec<(usize, usize)> {
+    assert_eq!(
+        pcap[..4],
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        "a little-endian microsecond pcap"
+    );
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= pcap.len() {
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        out.push((at, 16 + caplen));
+        at += 16 + caplen;
+    }
+    out
+}
+
+/// loopback-http.pcap changed two ways, each a copy: the first record's microseconds field
+/// set to 8 915 240 (tcpflow's bug8.pcap has that value: read as it is, the packet is 8.9 s
+/// after the rest, and every interval after it came out 0 with no warning), and the last
+/// record moved before the first (a file out of time order by 669.7 ms, the capture's span as
+/// tshark gives it).
+/// Each run warns once, on standard error and in the summary; the first keeps the SYN at its
+/// whole second and the connections' durations (1.075 ms for connection 1 before: its SYN
+/// is now up to a second early, so at least that) instead of zeros.
+#[test]
+fn timestamps_out_of_range_or_out_of_order_are_warned() {
+    let orig = std::fs::read(fixture("loopback-http.pcap")).unwrap();
+    let recs = records(&orig);
+    assert_eq!(recs.len(), 53);
+    let dir = TempDir::new("timestamps");
+
+    let mut bad = orig.clone();
+    bad[recs[0].0 + 4..recs[0].0 + 8].copy_from_slice(&8_915_240u32.to_le_bytes());
+    let path = dir.join("bad-fraction.pcap");
+    std::fs::write(&path, &bad).unwrap();
+    let out = tcpwhy(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 packet had a timestamp whose fraction of a second is out of range"),
+        "{err}"
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["warnings"].as_array().unwrap().len(), 1);
+    let conns: Vec<&Value> = lines.iter().filter(|v| v["type"] == "connection").collect();
+    assert_eq!(conns.len(), 4);
+    assert!(
+        conns
+            .iter()
+            .all(|c| c["duration_ms"].as_f64().unwrap() >= 0.9),
+        "{conns:?}"
+    );
+
+    let (last, first) = (recs[52], recs[0]);
+    let mut shuffled = orig[..24].to_vec();
+    shuffled.extend_from_slice(&orig[last.0..last.0 + last.1]);
+    shuffled.extend_from_slice(&orig[first.0..last.0]);
+    let path = dir.join("shuffled.pcap");
+    std::fs::write(&path, &shuffled).unwrap();
+    let out = tcpwhy(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 packet was stamped earlier than the packet before it in the same file (by up to 669.7 ms): the file is not in time order"),
+        "{err}"
+    );
+}
