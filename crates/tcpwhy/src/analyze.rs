@@ -147,6 +147,32 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
              or interface offset out of range): each was taken as stamped at the packet before it"
         ));
     }
+    let malformed: u64 = stats.malformed.values().sum();
+    if malformed > 0 {
+        let kinds: Vec<String> = stats
+            .malformed
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        // Every kind a header cut short: the capture's snapshot length.
+        let cut = stats.malformed.keys().all(|k| k.ends_with("-truncated"));
+        warnings.push(format!(
+            "{malformed} packet{} could not be decoded and {} skipped ({}){}",
+            if malformed == 1 { "" } else { "s" },
+            if malformed == 1 { "was" } else { "were" },
+            kinds.join(", "),
+            match (cut, stats.tcp_packets) {
+                (true, 0) =>
+                    ": the capture's snapshot length cut every TCP packet before its \
+                              header ended, so nothing could be analysed; capture whole packets \
+                              (tcpdump -s 0)",
+                (true, _) =>
+                    ": the capture's snapshot length cut their headers (tcpdump -s 0 \
+                              keeps whole packets)",
+                _ => "",
+            }
+        ));
+    }
     let containers = capture.stats();
     if containers.timestamps_invalid > 0 {
         let n = containers.timestamps_invalid;

@@ -364,3 +364,35 @@ fn timestamps_out_of_range_or_out_of_order_are_warned() {
         "{err}"
     );
 }
+
+/// loopback-http.pcap's 53 frames cut to 40 bytes each, as a capture with a 40-byte snapshot
+/// length keeps them (tcpflow's simson.pcap): Ethernet 14 + IPv4 20 leave 6 bytes of each
+/// 20-byte TCP header. Nothing can be analysed: the report says so rather than "No latency
+/// cause found", and a warning names the 53 packets skipped and the snapshot length.
+#[test]
+fn a_capture_cut_before_every_tcp_header_says_nothing_was_analysed() {
+    let orig = std::fs::read(fixture("loopback-http.pcap")).unwrap();
+    let mut cut = orig[..24].to_vec();
+    for (at, _) in records(&orig) {
+        cut.extend_from_slice(&orig[at..at + 8]);
+        cut.extend_from_slice(&40u32.to_le_bytes());
+        cut.extend_from_slice(&orig[at + 12..at + 16]);
+        cut.extend_from_slice(&orig[at + 16..at + 56]);
+    }
+    let dir = TempDir::new("snaplen-40");
+    let path = dir.join("cut.pcap");
+    std::fs::write(&path, &cut).unwrap();
+    let out = tcpwhy(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().next(),
+        Some("No TCP connection to analyse."),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("53 packets could not be decoded and were skipped (53 tcp-truncated): the capture's snapshot length cut every TCP packet before its header ended"),
+        "{err}"
+    );
+}

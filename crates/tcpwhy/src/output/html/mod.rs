@@ -318,7 +318,12 @@ impl HtmlPrinter {
         // Only findings about the capture as a whole (a flood, a scan): nothing cost a
         // connection time, so nothing "cost the most".
         let capture_wide_only = causes.iter().all(|(id, _)| capture_wide(id));
-        if causes.is_empty() {
+        if causes.is_empty() && r.tracker.connections == 0 {
+            let _ = writeln!(
+                h,
+                "<div class=\"answer\">No TCP connection to analyse.</div>"
+            );
+        } else if causes.is_empty() {
             let _ = writeln!(
                 h,
                 "<div class=\"answer ok\">No latency cause found in {}.</div>",

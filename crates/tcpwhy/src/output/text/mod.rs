@@ -256,7 +256,7 @@ impl Printer for TextPrinter {
 
     fn summary(&mut self, r: &Report<'_>) -> io::Result<()> {
         self.check()?;
-        self.causes_report()?;
+        self.causes_report(r.tracker.connections)?;
         let s = r.stats;
         let o = &mut self.out;
         let span = match (s.first_ts, s.last_ts) {

@@ -24,10 +24,16 @@ impl TextPrinter {
             .collect()
     }
 
-    pub(super) fn causes_report(&mut self) -> io::Result<()> {
+    /// The causes found (`connections`: how many the capture held).
+    pub(super) fn causes_report(&mut self, connections: u64) -> io::Result<()> {
         let st = self.style;
         let causes = self.ranked(false);
         let uncertain = self.ranked(true);
+        if causes.is_empty() && connections == 0 {
+            // Nothing was analysed: "no cause" would read as a healthy capture.
+            writeln!(self.out, "{}\n", st.bold("No TCP connection to analyse."))?;
+            return self.uncertain_report(&uncertain);
+        }
         if causes.is_empty() {
             writeln!(self.out, "{}\n", st.green("No latency cause found."))?;
             return self.uncertain_report(&uncertain);
