@@ -1655,9 +1655,46 @@ fn a_reset_after_a_server_that_speaks_on_its_own_schedule_is_low() {
         "{:?}",
         f.confidence
     );
+    // The open request may not be one: the fix does not blame the server's silence.
+    assert!(
+        f.fix.starts_with("find why the client aborted"),
+        "{}",
+        f.fix
+    );
     let f = reset(&lines(false));
     assert_eq!(f.cost_ns, 2967 * MS);
     assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
+}
+
+/// tcpflow's bug5.pcap, in brief: the client's request at 20 ms, the server's delayed ACK of
+/// it at 120 ms, nothing more until the client resets at 10 755 ms. The client gave up after
+/// 10 735 ms of a request the server's stack had taken and its application never answered:
+/// the finding says so and sends the reader to the server, not to the client's abort.
+#[test]
+fn a_client_resetting_a_request_the_server_took_and_never_answered_names_the_server() {
+    let f = one_of(
+        run(&with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 68, 1000, &[]),
+            (120, S, ACK, 5001, 1069, 0, 1000, &[]),
+            (10_755, C, RST | ACK, 1069, 5001, 0, 0, &[]),
+        ])),
+        "connection-reset",
+    );
+    assert_eq!(f.cost_ns, 10_735 * MS);
+    assert!(
+        f.explanation.contains(
+            "with a request waiting for its response, which the server (10.0.0.2:80) had acknowledged and not answered in 10735 ms"
+        ),
+        "{}",
+        f.explanation
+    );
+    assert!(
+        f.fix.starts_with(
+            "the server's stack acknowledged the request and its application never answered"
+        ),
+        "{}",
+        f.fix
+    );
 }
 
 #[test]

@@ -23,6 +23,10 @@
 //! An RST that acknowledges (RST,ACK) every byte the peer sent shows none of the peer's data
 //! was in flight: a close with unread data (a TLS close_notify) after a complete response.
 //!
+//! A client that resets its request after the server's stack acknowledged it and nothing was
+//! answered for a second or more gave up waiting (its timeout): the explanation and the fix
+//! name the server that did not answer, not the client's abort.
+//!
 //! **Cost.** From the open request's first byte (or, with only data in flight, the last
 //! data before the reset) to the reset, or to the resetter's own FIN when it closed first
 //! (it gave up there; its reset answers late data): time spent on work that never
@@ -261,6 +265,24 @@ impl Detector for ConnectionReset {
         } else {
             format!("{} spent on it", ms(span))
         };
+        // The client reset its request after the server had acknowledged it and answered
+        // nothing for a second or more: the client's timeout ended a wait on the server.
+        // (Not when the server sends on its own schedule: then the request may not be one.)
+        let unanswered = !gave_up
+            && !r.own_schedule
+            && r.by == Side::Client
+            && r.in_flight == [0, 0]
+            && matches!(r.request, Some((_, false)))
+            && span >= GAVE_UP_NS;
+        let what = if unanswered {
+            format!(
+                "{what}, which {} had acknowledged and not answered in {}",
+                side_name(c, Side::Server),
+                ms(span)
+            )
+        } else {
+            what
+        };
         f.explanation = format!(
             "{} reset the connection {} after it began, with {what}{}{}; the work in progress never completed ({spent}).",
             side_name(c, r.by),
@@ -282,7 +304,9 @@ impl Detector for ConnectionReset {
         if r.own_schedule {
             f.confidence.lower(Level::Low, OWN_SCHEDULE_REASON);
         }
-        f.fix = if gave_up {
+        f.fix = if unanswered {
+            "the server's stack acknowledged the request and its application never answered: the client gave up (its timeout) and the reset is the consequence; find why the server did not answer (stuck or overloaded, waiting on a backend, or rejecting the request without a word)".into()
+        } else if gave_up {
             format!(
                 "the {} gave up on a peer that stopped answering (see its rto-retransmission finding): find why the {} went silent (hung, restarted, gone, or its packets lost on the path); the reset is the consequence",
                 r.by.name(),
