@@ -13,6 +13,9 @@
 //!   transmission never seen): `medium`; from a silence as long as Linux's loss probe alone
 //!   (IPv6: no IDs): `low`;
 //! - packets captured twice (set aside as copies): noted, the level unchanged;
+//! - one direction of the connection only (one side acknowledges the other's SYN or data and
+//!   not one packet of that side is in the capture: a capture filter or asymmetric routing):
+//!   `medium`, since its ACKs, answers and close are unseen;
 //! - a relay near the capture point ends the client's connection and speaks for the server
 //!   over a leg the capture cannot see (a VPN or capture app's own TCP stack, a virtual
 //!   machine's NAT, a split-TCP middlebox). Its sign: the server's side acknowledges the
@@ -46,6 +49,7 @@ pub const VANTAGE: &str =
 pub const INFERRED_LOSS: &str =
     "a loss before the capture point is inferred from the sender's IPv4 IDs (the first transmission was never seen)";
 pub const DUPLICATES: &str = "some packets were captured twice (set aside as copies)";
+pub const ONE_WAY: &str = "the capture holds one direction of this connection only (one side acknowledges the other's SYN or data, and not one packet of that side is in the capture: a capture filter, asymmetric routing): its ACKs are not seen, so a fast retransmit can look like a timeout, and whether it answered or closed is unknown";
 pub const PROBE_TIMING: &str =
     "a loss before the capture point is inferred from a silence as long as Linux's loss probe (no IPv4 IDs to count): a sender pausing that long would look the same";
 
@@ -179,6 +183,9 @@ pub fn assess(c: &Connection, f: &mut Finding) {
         if slowest_ack.is_none_or(|a| f.cost_ns <= 2 * a) {
             conf.lower(Level::Low, RELAY_READS);
         }
+    }
+    if c.unseen_side().is_some() {
+        conf.lower(Level::Medium, ONE_WAY);
     }
     if c.client.duplicates() + c.server.duplicates() > 0 {
         conf.lower(Level::High, DUPLICATES);

@@ -2872,3 +2872,34 @@ fn a_slow_answer_after_the_client_spoke_again_unanswered_is_low() {
     let f = delay(&lines(300, false));
     assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
 }
+
+/// tcpflow's bug3.pcap, in brief: the capture holds the server's packets only. Its SYN-ACK
+/// (the client's SYN unseen), then 1000 bytes of response acknowledging 175 bytes of request
+/// the capture does not hold, sent again at 400, 1200 and 2800 ms. The timeouts are the
+/// server's to see; whether the client answered is not: `receiver_silent` is not claimed, and
+/// the finding is `medium` for the one direction captured.
+#[test]
+fn a_capture_of_one_direction_does_not_call_the_other_silent() {
+    let lines: Vec<Line> = vec![
+        (0, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+        (100, S, ACK, 5001, 1176, 1000, 65535, &[]),
+        (500, S, ACK, 5001, 1176, 1000, 65535, &[]),
+        (1300, S, ACK, 5001, 1176, 1000, 65535, &[]),
+        (2900, S, ACK, 5001, 1176, 1000, 65535, &[]),
+    ];
+    let f = one_of(run(&lines), "rto-retransmission");
+    assert_eq!(f.details.json()["receiver_silent"], false);
+    assert_eq!(f.confidence.level, Level::Medium, "{:?}", f.confidence);
+    assert!(f.confidence.reasons.contains(&crate::confidence::ONE_WAY));
+    assert!(f.fix.starts_with("find the loss on the path"), "{}", f.fix);
+    // The client's SYN and its ACK in the capture, nothing after: the client was silent.
+    let mut two_way = vec![
+        (0, C, SYN, 1000, 0, 0, 65535, &[][..]),
+        (1, C, ACK, 1001, 5001, 0, 65535, &[][..]),
+    ];
+    two_way.insert(1, lines[0]);
+    two_way.extend_from_slice(&lines[1..]);
+    let f = one_of(run(&two_way), "rto-retransmission");
+    assert_eq!(f.details.json()["receiver_silent"], true);
+    assert!(!f.confidence.reasons.contains(&crate::confidence::ONE_WAY));
+}

@@ -283,6 +283,24 @@ impl Connection {
         }
     }
 
+    /// The side the capture holds not one packet of although the other acknowledges
+    /// something of it (its SYN, its data): the capture saw one direction only (a capture
+    /// filter, asymmetric routing), so that side's ACKs, answers and close are unknown, not
+    /// absent. None when both sides were seen, and for a connection begun before the capture
+    /// (its ACK numbers may acknowledge what came before).
+    pub fn unseen_side(&self) -> Option<Side> {
+        if self.role.inferred() {
+            return None;
+        }
+        if self.client.packets == 0 && self.server.max_ack().is_some() {
+            Some(Side::Client)
+        } else if self.server.packets == 0 && self.client.max_ack().is_some() {
+            Some(Side::Server)
+        } else {
+            None
+        }
+    }
+
     /// One subflow of a Multipath TCP connection: the server accepted MPTCP (its SYN-ACK
     /// carried the option) or MPTCP options travel after the handshake. The application's data
     /// may then travel on other subflows too (other 4-tuples), so this subflow's requests,

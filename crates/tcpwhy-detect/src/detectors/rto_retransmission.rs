@@ -16,7 +16,9 @@
 //! fast retransmit look like a timeout; spurious timeouts (delay spikes) look the same.
 //!
 //! **Whose wait.** A receiver that sent nothing through the last resends stopped answering
-//! (details `receiver_silent`); a first resend 10 s or more after the original, past any
+//! (details `receiver_silent`; unknown, so false, when the capture holds not one packet of
+//! the receiver although the sender acknowledges its SYN or data: one direction captured);
+//! a first resend 10 s or more after the original, past any
 //! first timer, is the sender's own stall (details `sender_stalled`): the fix then names that
 //! host, not the path.
 //!
@@ -123,7 +125,10 @@ impl Timeouts {
         );
         // Nothing at all came back from the receiver through the last two resends and after:
         // it stopped answering (hung, gone, unplugged), which no path loss explains better.
-        let silent = st.before_last_ns > c.endpoint(side.other()).last_ts;
+        // (Unknown when the capture holds none of the receiver's packets at all: one direction
+        // captured.)
+        let silent = st.before_last_ns > c.endpoint(side.other()).last_ts
+            && c.unseen_side() != Some(side.other());
         // A receiver that answered is alive: a long first wait is then the sender's. (A silent
         // one explains any wait: the sender backs off resend after resend.)
         let stalled = !silent && st.longest_first_wait_ns >= STALLED_FIRST_WAIT_NS;
