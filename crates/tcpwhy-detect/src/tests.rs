@@ -2903,3 +2903,54 @@ fn a_capture_of_one_direction_does_not_call_the_other_silent() {
     assert_eq!(f.details.json()["receiver_silent"], true);
     assert!(!f.confidence.reasons.contains(&crate::confidence::ONE_WAY));
 }
+
+/// tcpflow's test4.pcap, in brief (captured at the client): the SYN-ACK comes 82 ms after the
+/// SYN (a first contact's delay), the first request (90 ms) is answered at 419 ms, the second
+/// (500 ms) in 18 ms. No exchange is faster than the path's round trip, so the path takes at
+/// most 18 ms and the handshake was slowed by something else: the first answer took 329 ms,
+/// 311 ms beyond that round trip (more than four of them). Judged by the handshake's 82 ms it
+/// was 247 ms, under four round trips (328 ms), and went unnamed.
+#[test]
+fn an_exchange_faster_than_the_handshake_bounds_the_round_trip_server_delay_is_judged_by() {
+    let lines: Vec<Line> = vec![
+        (0, C, SYN, 1000, 0, 0, 65535, &[]),
+        (82, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+        (82, C, ACK, 1001, 5001, 0, 65535, &[]),
+        (90, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
+        (207, S, ACK, 5001, 1101, 0, 65535, &[]),
+        (419, S, ACK | PSH, 5001, 1101, 500, 65535, &[]),
+        (430, C, ACK, 1101, 5501, 0, 65535, &[]),
+        (500, C, ACK | PSH, 1101, 5501, 100, 65535, &[]),
+        (518, S, ACK | PSH, 5501, 1201, 500, 65535, &[]),
+        (530, C, ACK, 1201, 6001, 0, 65535, &[]),
+    ];
+    let f = one_of(run(&lines), "server-delay");
+    assert_eq!(f.cost_ns, 311 * MS);
+    assert_eq!(
+        f.details.json()["server_time_ms"],
+        serde_json::json!([311.0])
+    );
+    assert!(
+        f.explanation.contains(
+            "beyond the 18.0 ms round trip (the handshake took 82.0 ms, but an exchange came back in 18.0 ms: the SYN-ACK was late, not the path)"
+        ),
+        "{}",
+        f.explanation
+    );
+    // A third request sent again 20 ms after the original and answered 1 ms after the
+    // resend: the answer is the original's (21 ms), and an exchange timed from a resend times
+    // no round trip (Karn), so the bound stays 18 ms and the finding the same.
+    let mut resent = lines.clone();
+    resent.extend_from_slice(&[
+        (600, C, ACK | PSH, 1201, 6001, 100, 65535, &[]),
+        (620, C, ACK | PSH, 1201, 6001, 100, 65535, &[]),
+        (621, S, ACK | PSH, 6001, 1301, 500, 65535, &[]),
+        (630, C, ACK, 1301, 6501, 0, 65535, &[]),
+    ]);
+    assert_eq!(one_of(run(&resent), "server-delay").cost_ns, 311 * MS);
+    // With the second exchange as slow as the handshake, nothing bounds it: unnamed.
+    let mut slow = lines.clone();
+    slow[8].0 = 600;
+    slow[9].0 = 610;
+    assert!(of_id(run(&slow), "server-delay").is_empty());
+}

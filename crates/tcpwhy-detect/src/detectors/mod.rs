@@ -284,6 +284,9 @@ pub struct ConnState {
     /// each direction by 7 bytes.
     pub(crate) slow_start_restart_flags: [u8; 2],
     pub(crate) server_delay_exchanges: u32,
+    /// Server-delay's fastest exchange so far (last request byte to the first answer byte, in
+    /// microseconds, at least 1; 0: none), which bounds the round trip (`bounded_rtt`).
+    pub(crate) server_delay_fastest_us: u32,
     pub(crate) client_delay: Lazy<client_delay::State, { Bit::ClientDelay as u32 }>,
     pub(crate) slow_start_restart:
         PerSide<slow_start_restart::State, { Bit::SlowStartRestart as u32 }>,
@@ -495,7 +498,7 @@ impl States {
 
     /// Forget `c` (its detectors have taken what they keep): also the few fields outside the
     /// detectors' states (the first-SYN bit, `exchange_has`, `slow_start_restart_flags`,
-    /// `server_delay_exchanges`) and
+    /// `server_delay_exchanges`, `server_delay_fastest_us`) and
     /// the `Extra`. Every finished connection comes here, so this is the one place they are
     /// cleared for the slot's next connection.
     pub fn release(&mut self, c: &Connection) {
@@ -507,6 +510,7 @@ impl States {
                 e.state.exchange_has = 0;
                 e.state.slow_start_restart_flags = [0; 2];
                 e.state.server_delay_exchanges = 0;
+                e.state.server_delay_fastest_us = 0;
                 e.state.extra = Extras::default();
             }
         }

@@ -28,7 +28,8 @@
 //!
 //! **References.** docs/tcp-signatures.md section 7.
 
-use super::{rtt_ns, ConnState, Extras, MS, WHOLE};
+use super::{ConnState, Extras, MS, WHOLE};
+use crate::model::bounded_rtt;
 use crate::model::exchange::SYN_DATA_AGAIN;
 use crate::finding::{ms, ms_f};
 use crate::{Detector, Finding, Info};
@@ -160,7 +161,12 @@ impl Detector for PathLatency {
         let mut sorted = exchanges.clone();
         sorted.sort_unstable();
         let handshake = c.handshake_rtt_ns();
-        let Some(rtt) = round_trip(c, handshake, sorted[0]).filter(|r| *r >= MIN_RTT) else {
+        // The round trip bounded by the fastest exchange (first request byte to last response
+        // byte): `bounded_rtt`.
+        let Some(rtt) = bounded_rtt(c, sorted[0])
+            .map(|b| b.0)
+            .filter(|r| *r >= MIN_RTT)
+        else {
             return;
         };
         let median = sorted[(sorted.len() - 1) / 2];
@@ -264,21 +270,6 @@ impl Detector for PathLatency {
         }
         .into();
         out.push(f);
-    }
-}
-
-/// The round trip the path latency is judged by: the connection's (`rtt_ns`; `handshake` is its
-/// handshake's round trip), except that no
-/// exchange is faster than the trip from the capture point to the server and back, which the
-/// handshake's SYN -> SYN-ACK leg measures: an exchange of `fastest_ns` (first request byte to
-/// last response byte) that is shorter than half that leg (beyond any jitter of round trips)
-/// shows the leg was slowed by something other than the path (a server slow to answer SYNs),
-/// so that leg is taken as `fastest_ns`.
-fn round_trip(c: &Connection, handshake: Option<i64>, fastest_ns: i64) -> Option<i64> {
-    let rtt = rtt_ns(c)?;
-    match (handshake, c.syn_to_syn_ack_ns()) {
-        (Some(hs), Some(leg)) if hs == rtt && 2 * fastest_ns < leg => Some(rtt - leg + fastest_ns),
-        _ => Some(rtt),
     }
 }
 

@@ -12,6 +12,17 @@
 //!
 //! **Cost.** The server time of each slow exchange (the wait less the round trip).
 //!
+//! **Round trip.** The handshake's, unless it was slowed by something other than the path (a
+//! late SYN-ACK: a first contact's address resolution, a server or firewall slow with SYNs):
+//! no exchange is faster than the path's round trip, so an exchange (a request's last byte to
+//! its answer, never timed from a resent request) shorter than half the SYN -> SYN-ACK leg
+//! bounds both the round trip and the capture point's leg to the server (`bounded_rtt`, as
+//! path-latency does). Only where the path's typical round trip (the medians of each side's
+//! data-to-ACK times, added) is as short, since on a path whose round trip swings the
+//! fastest exchange is its best moment, and not behind a relay that acknowledges for the
+//! server. Exchanges within four handshake round trips are kept aside and judged again by the
+//! bounded one when the connection ends.
+//!
 //! A server that speaks first (SMTP, FTP, POP3, IMAP, MySQL, SSH on their ports) owes its
 //! greeting once the handshake completes: a greeting withheld is the server's time too.
 //!
@@ -57,6 +68,7 @@
 //! **References.** docs/tcp-signatures.md section 7.
 
 use super::{rtt_ns, side_name, to_sender, ConnState, MS, WHOLE};
+use crate::model::bounded_rtt;
 use crate::model::exchange::{self, own_pause};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
@@ -85,8 +97,11 @@ const SERVER_OWN: u32 = 1 << 30;
 /// `ConnState::server_delay_exchanges` bit: the client sent more after a pause while its
 /// request was unanswered and all it had sent was acknowledged (module documentation).
 const CLIENT_OWN: u32 = 1 << 29;
+/// `ConnState::server_delay_exchanges` bit: the request's last segment so far was sent again
+/// (Karn: the answer may be the original's, so the exchange times no round trip).
+const RESENT: u32 = 1 << 28;
 /// The bits of `ConnState::server_delay_exchanges` that are not the count.
-const FLAGS: u32 = QUIET | CLIENT_OWN;
+const FLAGS: u32 = QUIET | CLIENT_OWN | RESENT;
 
 /// The request/response exchanges server-delay has seen on the connection.
 pub(crate) fn exchanges(cs: &ConnState) -> u32 {
@@ -123,6 +138,12 @@ pub(crate) struct State {
 #[derive(Default, Debug)]
 pub(crate) struct Found {
     slow: Vec<(At, Option<At>, At, i64)>,
+    /// Answers 50 ms or more beyond the handshake's round trip but within four of them, with
+    /// the `SERVER_OWN`/`CLIENT_OWN` signs seen before each: named at the end if a faster
+    /// exchange shows the handshake's round trip was slowed (`bounded_rtt`).
+    maybe: Vec<(At, Option<At>, At, u32)>,
+    /// Of `slow`, those named by the bounded round trip.
+    by_bound: u32,
     count: u32,
     /// `SERVER_OWN` and `CLIENT_OWN`: the signs seen before a slow exchange was counted.
     after_own: u32,
@@ -178,6 +199,7 @@ impl Detector for ServerDelay {
                 }
                 st.request_last = Some(ev.at);
                 st.acked = None;
+                cs.server_delay_exchanges &= !RESENT;
             }
             // The request sent again: the server could not answer before it had it (the wait
             // before is the retransmission's, reported by the retransmission detectors).
@@ -185,6 +207,7 @@ impl Detector for ServerDelay {
                 if ev.seg.payload_len > 0 && ev.retransmission && st.request_last.is_some() =>
             {
                 st.request_last = Some(ev.at);
+                cs.server_delay_exchanges |= RESENT;
             }
             Side::Server
                 if ev.seg.payload_len == 0 && st.request_last.is_some() && st.acked.is_none() =>
@@ -220,14 +243,26 @@ impl Detector for ServerDelay {
                     && quiet_before
                     && ((request_bytes < TINY && reply < TINY && server_time >= 1_000 * MS)
                         || (reply == request_bytes && reply <= KEEPALIVE_MAX));
-                if server_time >= MIN_DELAY && server_time >= 4 * rtt && !person_or_timer {
+                let latency_us = u32::try_from((ev.at.ts_ns - req.ts_ns) / 1000)
+                    .unwrap_or(u32::MAX)
+                    .max(1);
+                let resent = cs.server_delay_exchanges & RESENT != 0;
+                let fastest = &mut cs.server_delay_fastest_us;
+                if !resent && (*fastest == 0 || latency_us < *fastest) {
+                    *fastest = latency_us;
+                }
+                if server_time >= MIN_DELAY && !person_or_timer {
                     let acked = st.acked;
                     let f = cs.extra.get::<Found>(WHOLE);
-                    f.after_own |= own;
-                    f.count += 1;
-                    f.total_ns += server_time;
-                    if f.slow.len() < KEEP {
-                        f.slow.push((req, acked, ev.at, server_time));
+                    if server_time >= 4 * rtt {
+                        f.after_own |= own;
+                        f.count += 1;
+                        f.total_ns += server_time;
+                        if f.slow.len() < KEEP {
+                            f.slow.push((req, acked, ev.at, server_time));
+                        }
+                    } else if f.maybe.len() < KEEP {
+                        f.maybe.push((req, acked, ev.at, own));
                     }
                 }
                 st.acked = None;
@@ -241,8 +276,53 @@ impl Detector for ServerDelay {
             return;
         }
         let exchanges = exchanges(cs);
-        let Some(st) = cs.extra.take::<Found>(WHOLE) else {
+        let Some(mut st) = cs.extra.take::<Found>(WHOLE) else {
             return;
+        };
+        // A handshake slowed beyond the path (its SYN-ACK late) raised the bar and the leg
+        // taken off each wait: the fastest exchange bounds both, and the answers kept aside
+        // are judged again by them.
+        // Only where the path's typical round trip (the median time for each side's data to
+        // be acknowledged, added: from any vantage) is as short: on a path whose round trip
+        // swings (a queue filling and draining, a tunnel), the fastest exchange is its best
+        // moment, and the time above it the path's, not the server's.
+        let fastest = i64::from(cs.server_delay_fastest_us) * 1000;
+        let typical = c
+            .client
+            .ack_rtt
+            .median_ns()
+            .zip(c.server.ack_rtt.median_ns())
+            .map(|(a, b)| a + b);
+        // Nor behind a relay that acknowledges for the server (`confidence::relay`): its ACKs
+        // are no round trip to the server.
+        let bound = bounded_rtt(c, fastest).filter(|_| {
+            fastest > 0
+                && typical.is_some_and(|t| t <= 2 * fastest)
+                && crate::confidence::relay(c).is_none()
+        });
+        let rtt = match bound {
+            Some((rtt, leg)) if leg < to_sender(c, Side::Server) => {
+                // The answers named already had the longer leg taken off.
+                let more = to_sender(c, Side::Server) - leg;
+                st.total_ns += more * i64::from(st.count);
+                for s in &mut st.slow {
+                    s.3 += more;
+                }
+                for &(req, acked, resp, own) in &st.maybe {
+                    let server_time = resp.ts_ns - req.ts_ns - leg;
+                    if server_time >= MIN_DELAY && server_time >= 4 * rtt {
+                        st.after_own |= own;
+                        st.count += 1;
+                        st.by_bound += 1;
+                        st.total_ns += server_time;
+                        st.slow.push((req, acked, resp, server_time));
+                    }
+                }
+                st.slow.sort_by_key(|s| s.0.ts_ns);
+                st.slow.truncate(KEEP);
+                Some(rtt)
+            }
+            _ => rtt_ns(c),
         };
         let Some(&(req, ack, resp, _)) = st.slow.first() else {
             return;
@@ -260,12 +340,20 @@ impl Detector for ServerDelay {
             .map(|a| a.frame())
             .collect();
         f.explanation = format!(
-            "{} took {} (median) to start answering {} of {} requests, beyond the {} round trip{}; {} lost in the server.",
+            "{} took {} (median) to start answering {} of {} requests, beyond the {} round trip{}{}; {} lost in the server.",
             side_name(c, Side::Server),
             ms(times[(times.len() - 1) / 2]),
             st.count,
             exchanges,
-            rtt_ns(c).map_or("unknown".into(), ms),
+            rtt.map_or("unknown".into(), ms),
+            match (st.by_bound, c.handshake_rtt_ns()) {
+                (0, _) | (_, None) => String::new(),
+                (_, Some(hs)) => format!(
+                    " (the handshake took {}, but an exchange came back in {}: the SYN-ACK was late, not the path)",
+                    ms(hs),
+                    ms(fastest)
+                ),
+            },
             if prompt_acks > 0 { "; its TCP stack acknowledged the requests at once, the application answered late" } else { "" },
             ms(st.total_ns)
         );

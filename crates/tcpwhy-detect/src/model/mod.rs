@@ -33,3 +33,21 @@ pub(crate) fn rtt_ns(c: &Connection) -> Option<i64> {
         })
         .filter(|r| *r > 0)
 }
+
+/// The connection's round trip (`rtt_ns`) bounded by its fastest exchange: no exchange is
+/// faster than the trip from the capture point to the server and back, which the handshake's
+/// SYN -> SYN-ACK leg measures, so an exchange of `fastest_ns` (a request to its answer) that
+/// is shorter than half that leg (beyond any jitter of round trips) shows the leg was slowed
+/// by something other than the path (a server or firewall slow to answer SYNs, a first
+/// contact's address resolution), and that leg is taken as `fastest_ns`. Returns the round
+/// trip and the capture point's leg to the server, each bounded.
+pub(crate) fn bounded_rtt(c: &Connection, fastest_ns: i64) -> Option<(i64, i64)> {
+    let rtt = rtt_ns(c)?;
+    let leg = c.syn_to_syn_ack_ns();
+    match (c.handshake_rtt_ns(), leg) {
+        (Some(hs), Some(leg)) if hs == rtt && 2 * fastest_ns < leg => {
+            Some((rtt - leg + fastest_ns, fastest_ns))
+        }
+        _ => Some((rtt, leg.unwrap_or(0))),
+    }
+}
