@@ -253,16 +253,23 @@ impl Detector for ServerDelay {
                 }
                 if server_time >= MIN_DELAY && !person_or_timer {
                     let acked = st.acked;
-                    let f = cs.extra.get::<Found>(WHOLE);
                     if server_time >= 4 * rtt {
+                        let f = cs.extra.get::<Found>(WHOLE);
                         f.after_own |= own;
                         f.count += 1;
                         f.total_ns += server_time;
                         if f.slow.len() < KEEP {
                             f.slow.push((req, acked, ev.at, server_time));
                         }
-                    } else if f.maybe.len() < KEEP {
-                        f.maybe.push((req, acked, ev.at, own));
+                    } else if ev.at.ts_ns - req.ts_ns >= 4 * (rtt - to_sender(c, Side::Server)) {
+                        // Kept aside only if some bound could name it: with the fastest
+                        // exchange f (under half the handshake's SYN -> SYN-ACK leg) it needs
+                        // latency - f >= 4 (rtt - leg + f), so at least latency >= 4 (rtt -
+                        // leg). (Most answers within four round trips never qualify.)
+                        let f = cs.extra.get::<Found>(WHOLE);
+                        if f.maybe.len() < KEEP {
+                            f.maybe.push((req, acked, ev.at, own));
+                        }
                     }
                 }
                 st.acked = None;
