@@ -148,8 +148,11 @@ impl Detector for SynRefused {
                 ms(last.ts_ns - syn.ts_ns)
             )
         };
-        let mut linked = None;
-        f.explanation = match st.next.filter(|_| answered.is_none()) {
+        let next = st.next.filter(|_| answered.is_none());
+        if let Some(n) = next {
+            f.frames.push(n.at.frame());
+        }
+        f.explanation = match next {
             None if answered.is_some() => std::mem::take(&mut f.explanation),
             None if st.refusals > 1 => format!(
                 "{refused}; the client tried for {} from its first SYN to the last reset.",
@@ -160,9 +163,7 @@ impl Detector for SynRefused {
                 let after = n.at.ts_ns - last.ts_ns;
                 f.end_ns = n.at.ts_ns;
                 f.cost_ns = n.at.ts_ns - syn.ts_ns;
-                f.frames.push(n.at.frame());
                 f.confidence.lower(Level::Medium, AT_MOST);
-                linked = Some((n.at.frame(), "client"));
                 format!(
                     "{refused}; the client tried again from port {} {} after the reset (frame {}) and, then or on a later try, got through: {} lost, at most (the service may have begun listening any time before that try).",
                     n.from_port,
@@ -172,9 +173,7 @@ impl Detector for SynRefused {
                 )
             }
             Some(n) => {
-                f.frames.push(n.at.frame());
                 f.confidence.lower(Level::Low, PEER_CONNECTED);
-                linked = Some((n.at.frame(), "server"));
                 format!(
                     "{refused}; {} later {} connected to {} port {} itself (frame {}): where either side opens the session (BGP peers), nobody is shown waiting on the refusal.",
                     ms(n.at.ts_ns - last.ts_ns),
@@ -187,8 +186,8 @@ impl Detector for SynRefused {
         };
         f.fix = "nothing listens on that port (or a firewall rejects): check the service is up and bound to this address and port".into();
         f.details = SynRefusedDetails {
-            linked_by: linked.map(|l| l.1),
-            linked_frame: linked.map(|l| l.0),
+            linked_by: next.map(|n| if n.reverse { "server" } else { "client" }),
+            linked_frame: next.map(|n| n.at.frame()),
             refusals: st.refusals,
         }
         .into();
