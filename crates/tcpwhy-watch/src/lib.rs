@@ -159,6 +159,8 @@ pub enum Output {
         /// Clean connects the kernel counted without an event.
         kernel_connects: u64,
         events_lost: u64,
+        /// `Summary::runs_skipped` so far.
+        runs_skipped: u64,
     },
 }
 
@@ -252,6 +254,11 @@ pub struct Summary {
     /// Events the BPF programs could not queue (the ring buffer was full): their connects
     /// and findings are missing from the output.
     pub events_lost: u64,
+    /// Program runs the kernel skipped: a tracepoint fired while the same program was
+    /// running on that CPU (an interrupt nested in it), so the program did not see the event
+    /// (the kernel's `recursion_misses` of each program). A skipped state change or reset can
+    /// leave a connect unreported; the output cannot say which.
+    pub runs_skipped: u64,
     /// Ring-buffer records of the wrong size (never expected; counted, not trusted).
     pub malformed: u64,
     pub connects: u64,
@@ -642,6 +649,16 @@ pub fn run(
             .ok_or_else(|| io::Error::other("the BPF object has no map `events`"))?,
     )
     .map_err(|e| io::Error::other(format!("the ring buffer: {e}")))?;
+    // The programs' descriptors, whose fdinfo counts the runs the kernel skipped.
+    let prog_fds: Vec<i32> = bpf
+        .programs()
+        .filter_map(|(_, p)| p.fd().ok())
+        .map(|fd| {
+            use std::os::fd::{AsFd, AsRawFd};
+            fd.as_fd().as_raw_fd()
+        })
+        .collect();
+    let runs_skipped = || prog_fds.iter().map(|&fd| recursion_misses(fd)).sum::<u64>();
     let lost: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
         bpf.take_map("lost")
             .ok_or_else(|| io::Error::other("the BPF object has no map `lost`"))?,
@@ -710,6 +727,7 @@ pub fn run(
             out(Output::Tick {
                 kernel_connects: (0..HIST_BUCKETS).map(hist_count).sum(),
                 events_lost: lost.get(&0, 0).unwrap_or(0),
+                runs_skipped: runs_skipped(),
             })?;
         }
         let done =
@@ -728,6 +746,7 @@ pub fn run(
     summary.unresolved_drops = judge.unresolved_drops;
     summary.seconds = start.elapsed().as_secs_f64();
     summary.events_lost = lost.get(&0, 0).unwrap_or(0);
+    summary.runs_skipped = runs_skipped();
     // The clean connects the kernel counted without an event.
     for b in 0..HIST_BUCKETS {
         let n = hist_count(b);
@@ -737,9 +756,35 @@ pub fn run(
     Ok(summary)
 }
 
+/// The runs of the BPF program behind descriptor `fd` (of this process) that the kernel
+/// skipped because the program was already running on that CPU: the `recursion_misses` line
+/// of its fdinfo (Linux 5.12 and later; 0 when the line is absent or unreadable).
+fn recursion_misses(fd: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()
+        .and_then(|t| parse_recursion_misses(&t))
+        .unwrap_or(0)
+}
+
+fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("recursion_misses:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_skipped_runs_come_from_the_programs_fdinfo() {
+        // A BPF program's fdinfo as Linux 6.18 prints it (read from /proc/PID/fdinfo/FD of
+        // a running `tcpwhy watch`, the count set here).
+        let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t2071\nprog_type:\t26\nprog_jited:\t1\nprog_tag:\t327778e9b97487c5\nmemlock:\t12288\nprog_id:\t520\nrun_time_ns:\t0\nrun_cnt:\t0\nrecursion_misses:\t3\nverified_insns:\t1402\n";
+        assert_eq!(parse_recursion_misses(info), Some(3));
+        assert_eq!(parse_recursion_misses("pos:\t0\n"), None);
+    }
 
     /// skb:kfree_skb's record as Linux 6.18 lays it out (its format file's field lines; the
     /// print format, with every drop reason, is left out).

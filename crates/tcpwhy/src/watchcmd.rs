@@ -60,8 +60,10 @@ struct Metrics {
     lost_seconds: Family<Vec<(String, String)>, Counter<f64, AtomicU64>>,
     connects: Family<Vec<(String, String)>, Counter>,
     events_lost: Counter,
+    runs_skipped: Counter,
     kernel_connects: u64,
     events_lost_seen: u64,
+    runs_skipped_seen: u64,
 }
 
 impl Metrics {
@@ -71,6 +73,7 @@ impl Metrics {
         let lost_seconds = Family::default();
         let connects = Family::default();
         let events_lost = Counter::default();
+        let runs_skipped = Counter::default();
         r.register(
             "tcpwhy_watch_findings",
             "Findings named by tcpwhy watch, by id, network namespace (inode) and command",
@@ -92,14 +95,21 @@ impl Metrics {
             "Events the BPF programs could not queue (ring buffer full)",
             events_lost.clone(),
         );
+        r.register(
+            "tcpwhy_watch_program_runs_skipped",
+            "BPF program runs the kernel skipped (a tracepoint fired while the program ran on that CPU): events watch did not see",
+            runs_skipped.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             findings,
             lost_seconds,
             connects,
             events_lost,
+            runs_skipped,
             kernel_connects: 0,
             events_lost_seen: 0,
+            runs_skipped_seen: 0,
         }
     }
 
@@ -129,6 +139,7 @@ impl Metrics {
             Output::Tick {
                 kernel_connects,
                 events_lost,
+                runs_skipped,
             } => {
                 self.connects
                     .get_or_create(&vec![("outcome".to_string(), "established".to_string())])
@@ -137,6 +148,9 @@ impl Metrics {
                 self.events_lost
                     .inc_by(events_lost.saturating_sub(self.events_lost_seen));
                 self.events_lost_seen = (*events_lost).max(self.events_lost_seen);
+                self.runs_skipped
+                    .inc_by(runs_skipped.saturating_sub(self.runs_skipped_seen));
+                self.runs_skipped_seen = (*runs_skipped).max(self.runs_skipped_seen);
             }
         }
     }
@@ -208,6 +222,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "seconds": s.seconds,
         "events": s.events,
         "events_lost": s.events_lost,
+        "program_runs_skipped": s.runs_skipped,
         "malformed_events": s.malformed,
         "connects": s.connects,
         "failed_connects": s.failed_connects,
@@ -282,6 +297,14 @@ fn text_summary(out: &mut dyn Write, s: &Summary) -> io::Result<()> {
             out,
             "warning: {} events were lost (the ring buffer was full): their connects and findings are missing above",
             s.events_lost
+        )?;
+    }
+    if s.runs_skipped > 0 {
+        writeln!(
+            out,
+            "warning: the kernel skipped {} run{} of watch's programs (a tracepoint fired while the program was already running on that CPU): the connects and findings of those events may be missing above",
+            s.runs_skipped,
+            if s.runs_skipped == 1 { "" } else { "s" }
         )?;
     }
     if s.malformed > 0 {

@@ -207,6 +207,11 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     );
     assert_eq!(summary["events_lost"], 0, "{summary}");
     assert_eq!(summary["unavailable"], serde_json::json!([]), "{summary}");
+    // Runs of watch's programs the kernel skipped (a tracepoint nested in the same program on
+    // one CPU, by an interrupt): rare, said in the summary; each can cost one connect.
+    let skipped = summary["program_runs_skipped"]
+        .as_u64()
+        .expect("program_runs_skipped");
     let cap = |name: &str| format!("{d}{name}.pcap");
     // The cause each broken run shows and watch can see from the client's or server's kernel.
     let cases = [
@@ -219,19 +224,38 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     let mut table = Vec::new();
     for (run, id) in cases {
         let c = cap(run);
-        let (win, each) = analyzed_each(&c, id);
-        let (n, ms) = (each.len(), each.iter().map(|(_, ms)| ms).sum::<f64>());
+        let (win, mut each) = analyzed_each(&c, id);
         let w = watched(&f, id, &win);
+        // A connection watch did not name, with the kernel saying it skipped as many program
+        // runs: compared on the connections both named (a shortfall it does not explain
+        // fails below).
+        let short = each.len().saturating_sub(w.len());
+        let counted = id != "rto-retransmission" && id != "slow-start-restart";
+        let explained = counted && short > 0 && short as u64 <= skipped;
+        if explained {
+            let named = |client: &str| {
+                w.iter()
+                    .any(|v| v["local"] == client || v["remote"] == client)
+            };
+            each.retain(|(client, _)| named(client));
+        }
+        let (n, ms) = (each.len(), each.iter().map(|(_, ms)| ms).sum::<f64>());
         let wms: f64 = w.iter().map(|v| v["cost_ms"].as_f64().unwrap()).sum();
         table.push(format!(
-            "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms; analyze {each:?}; watch {:?}",
+            "{run} {id}: analyze {n} / {ms:.1} ms, watch {} / {wms:.1} ms; analyze {each:?}; watch {:?}{}",
             w.len(),
-            each_watched(&w)
+            each_watched(&w),
+            if explained {
+                format!(" ({short} connection(s) unnamed by watch, {skipped} program runs skipped)")
+            } else {
+                String::new()
+            }
         ));
+        eprintln!("{}", table[table.len() - 1]);
         assert!(n > 0, "{run}: analyze names no {id}");
         // Timeouts: analyze makes one finding per sender, watch one per resend; restarts:
         // analyze one per connection and side, watch one per write.
-        if id != "rto-retransmission" && id != "slow-start-restart" {
+        if counted {
             if w.len() != n {
                 // What watch said of these connections under any id, and its summary.
                 let all = on_connections(&f, &win);
@@ -291,7 +315,9 @@ fn watch_names_the_lab_scenarios_as_analyze_does_with_costs_within_20_percent() 
     table.push(format!(
         "server-side findings folded into the client's: {folded}"
     ));
-    assert_eq!(folded, 8, "{table:?}");
+    // A skipped program run can take a connection's handshake from both sides (the
+    // summary says how many runs): then its server-side finding has nothing to fold into.
+    assert!(folded <= 8 && folded + skipped >= 8, "{table:?}");
     eprintln!("{}", table.join("\n"));
 }
 
