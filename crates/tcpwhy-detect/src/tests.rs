@@ -725,6 +725,64 @@ fn path_latency_on_long_round_trips_only() {
 }
 
 #[test]
+fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
+    // 80 ms RTT (no MSS option: segments of up to 1460 bytes count one each). Request A is
+    // one segment answered by one segment 240 ms later: three round trips at the capture
+    // point, but one segment each way crosses the path in one; the other two were spent
+    // elsewhere (a server that thought). Request B, 1 s later, is answered by nine 1460-byte
+    // segments in three flights (2, 3, 4) over the same three round trips: slow start from
+    // a 2-segment window needs all three.
+    let mut lines: Vec<Line> = vec![
+        (0, C, SYN, 1000, 0, 0, 65535, &[]),
+        (80, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+        (80, C, ACK, 1001, 5001, 0, 65535, &[]),
+        (80, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
+        (320, S, ACK | PSH, 5001, 1101, 100, 65535, &[]),
+        (1320, C, ACK | PSH, 1101, 5101, 100, 65535, &[]),
+    ];
+    let mut seq = 5101;
+    for (flight, n) in [(1, 2), (2, 3), (3, 4)] {
+        for _ in 0..n {
+            lines.push((1320 + 80 * flight, S, ACK, seq, 1201, 1460, 65535, &[]));
+            seq += 1460;
+        }
+    }
+    let f = run(&lines);
+    let p: Vec<&Finding> = f.iter().filter(|x| x.id == "path-latency").collect();
+    assert_eq!(p.len(), 1, "{f:?}");
+    assert_eq!(
+        p[0].details.json()["round_trips"],
+        serde_json::json!([1, 3]),
+        "{:?}",
+        p[0]
+    );
+    assert_eq!(
+        p[0].cost_ns,
+        (80 + 80 + 240) * MS,
+        "the handshake, 1 and 3 round trips"
+    );
+    assert!(
+        p[0].explanation.contains(
+            "; 1 took longer than the round trips their segments need and count those only: "
+        ),
+        "{}",
+        p[0].explanation
+    );
+    // A alone: its one exchange, one round trip of it the path's.
+    let one = run(&lines[..5]);
+    let p: Vec<&Finding> = one.iter().filter(|x| x.id == "path-latency").collect();
+    assert_eq!(p.len(), 1, "{one:?}");
+    assert_eq!(p[0].cost_ns, 160 * MS);
+    assert!(
+        p[0].explanation.contains(
+            "its one exchange took 240 ms, 1 round trip of it the path's (its segments need no more"
+        ),
+        "{}",
+        p[0].explanation
+    );
+}
+
+#[test]
 fn path_latency_keeps_the_first_64_exchanges() {
     // 70 exchanges of one 80 ms round trip each (the n-th takes n ms more, to tell them
     // apart): the details list the first 64, the first exchange's own latency first, and

@@ -283,6 +283,9 @@ pub struct ConnState {
     /// sending side (`Side as usize`): in padding here, where in the states they would pad
     /// each direction by 7 bytes.
     pub(crate) slow_start_restart_flags: [u8; 2],
+    /// Path-latency's segment counts of the exchange under way and the first exchange's
+    /// round-trip cap (`path_latency::Segs`), here in padding for the same reason.
+    pub(crate) path_latency_segs: u16,
     pub(crate) server_delay_exchanges: u32,
     /// Server-delay's fastest exchange so far (last request byte to the first answer byte, in
     /// microseconds, at least 1; 0: none), which bounds the round trip (`bounded_rtt`).
@@ -444,9 +447,9 @@ pub(crate) struct States {
     chunks: Vec<Box<[Entry]>>,
 }
 
-/// A connection's state on cache-line boundaries (640 bytes, 10 lines; the state takes 632
-/// of them: 8 bytes are free for a detector's state), `ConnState::used` and `owner` in the
-/// first line.
+/// A connection's state on cache-line boundaries (640 bytes, 10 lines, which the state fills:
+/// a new field fits only in the padding between the small ones, or by making room),
+/// `ConnState::used` and `owner` in the first line.
 #[derive(Default)]
 #[repr(C, align(64))]
 struct Entry {
@@ -498,7 +501,7 @@ impl States {
 
     /// Forget `c` (its detectors have taken what they keep): also the few fields outside the
     /// detectors' states (the first-SYN bit, `exchange_has`, `slow_start_restart_flags`,
-    /// `server_delay_exchanges`, `server_delay_fastest_us`) and
+    /// `server_delay_exchanges`, `server_delay_fastest_us`, `path_latency_segs`) and
     /// the `Extra`. Every finished connection comes here, so this is the one place they are
     /// cleared for the slot's next connection.
     pub fn release(&mut self, c: &Connection) {
@@ -511,6 +514,7 @@ impl States {
                 e.state.slow_start_restart_flags = [0; 2];
                 e.state.server_delay_exchanges = 0;
                 e.state.server_delay_fastest_us = 0;
+                e.state.path_latency_segs = 0;
                 e.state.extra = Extras::default();
             }
         }

@@ -14,7 +14,9 @@
 //!
 //! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
 //! the latency; an exchange longer than three round trips, slowed by something else than the
-//! path, counts the median exchange's round trips), plus the handshake. The first 64 exchanges are listed; those after them
+//! path, counts the median exchange's round trips), plus the handshake. An exchange counts at
+//! most the round trips its segments need (`path_cap`): a one-segment answer to a one-segment
+//! request needs one, whatever else it waited for (a server that thought, a delayed ACK). The first 64 exchanges are listed; those after them
 //! count their latencies, at most the median listed exchange's round trips each
 //! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
 //!
@@ -59,9 +61,9 @@ pub(crate) struct State {
 }
 
 /// The latencies (first request byte to last response byte) of the exchanges after the
-/// first, at most `KEEP - 1`.
+/// first, at most `KEEP - 1`, each with the round trips its segments need (`path_cap`).
 #[derive(Default, Debug)]
-pub(crate) struct Later(Vec<i64>, Rest);
+pub(crate) struct Later(Vec<(i64, u8)>, Rest);
 
 /// The exchanges beyond the first `KEEP`: how many, and their latencies summed.
 #[derive(Default, Debug)]
@@ -70,15 +72,64 @@ pub(crate) struct Rest {
     sum_ns: i64,
 }
 
+/// `ConnState::path_latency_segs`: the exchange under way's request and response in segments
+/// of the receiver's MSS (4 bits each, counting stops at 15) and the first exchange's
+/// `path_cap` (2 bits, 1 to 3; 0 before it closed).
+#[derive(Clone, Copy)]
+struct Segs(u16);
+
+impl Segs {
+    const REQ: u32 = 0;
+    const RESP: u32 = 4;
+    const FIRST_CAP: u32 = 8;
+
+    fn count(self, shift: u32) -> u16 {
+        (self.0 >> shift) & 15
+    }
+
+    fn add(&mut self, shift: u32, n: u32) {
+        let v = (u32::from(self.count(shift)) + n).min(15) as u16;
+        self.0 = (self.0 & !(15 << shift)) | (v << shift);
+    }
+
+    /// The exchange under way's `path_cap`, its counts cleared for the next one.
+    fn take_cap(&mut self) -> u8 {
+        let cap = path_cap(self.count(Self::REQ), self.count(Self::RESP));
+        self.0 &= !0xff;
+        cap
+    }
+
+    fn first_cap(self) -> u8 {
+        ((self.0 >> Self::FIRST_CAP) & 3) as u8
+    }
+}
+
+/// The round trips the path can account for in an exchange of `req` request and `resp`
+/// response segments: each direction's flights, the request's last flight and the response's
+/// first sharing one round trip, at most 3 (the most an exchange counts). A flight is what
+/// slow start sends in one round trip from an initial window of 2 segments (RFC 3390's
+/// smallest) growing by half each round trip (a receiver that ACKs every other segment):
+/// 2, then 3, then 4 or more, so 1-2 segments take one flight, 3-5 two, more three.
+fn path_cap(req: u16, resp: u16) -> u8 {
+    let flights = |n: u16| match n {
+        0..=2 => 1u8,
+        3..=5 => 2,
+        _ => 3,
+    };
+    (flights(req) + flights(resp) - 1).min(3)
+}
+
 impl State {
-    fn close_exchange(&mut self, extra: &mut Extras) {
+    fn close_exchange(&mut self, extra: &mut Extras, segs: &mut Segs) {
         if let (Some(q), Some(r)) = (self.request_first, self.response_last) {
+            let cap = segs.take_cap();
             if self.first_exchange.is_none() {
                 self.first_exchange = Some((q, r));
+                segs.0 = (segs.0 & !(3 << Segs::FIRST_CAP)) | (u16::from(cap) << Segs::FIRST_CAP);
             } else {
                 let later = extra.get::<Later>(WHOLE);
                 if later.0.len() + 1 < KEEP {
-                    later.0.push(r.ts_ns - q.ts_ns);
+                    later.0.push((r.ts_ns - q.ts_ns, cap));
                 } else {
                     later.1.count += 1;
                     later.1.sum_ns += r.ts_ns - q.ts_ns;
@@ -122,42 +173,51 @@ impl Detector for PathLatency {
             cs.exchange_has &= !SYN_DATA_AGAIN;
         }
         let st = cs.path_latency.get(&mut cs.used);
+        let mut segs = Segs(cs.path_latency_segs);
+        // The segment in the receiver's MSS (one sent by TSO, or captured after GRO, counts
+        // as the segments it was on the wire).
+        let mss = u32::from(c.endpoint(ev.from.other()).mss().unwrap_or(1460)).max(536);
+        let n = u32::from(ev.seg.payload_len).div_ceil(mss);
         match ev.from {
             Side::Client => {
                 // A response has begun (its last segment so far is known): a new request.
                 if st.response_last.is_some() {
-                    st.close_exchange(&mut cs.extra);
+                    st.close_exchange(&mut cs.extra, &mut segs);
                 }
                 if again {
                     st.request_first = Some(ev.at);
                 } else {
                     st.request_first.get_or_insert(ev.at);
                 }
+                segs.add(Segs::REQ, n);
             }
             Side::Server => {
                 if st.request_first.is_some() {
                     st.response_last = Some(ev.at);
+                    segs.add(Segs::RESP, n);
                 }
             }
         }
+        cs.path_latency_segs = segs.0;
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
         let Some(mut st) = cs.path_latency.take(&mut cs.used) else {
             return;
         };
-        st.close_exchange(&mut cs.extra);
+        let mut segs = Segs(cs.path_latency_segs);
+        st.close_exchange(&mut cs.extra, &mut segs);
         let Some((q, r)) = st.first_exchange else {
             return;
         };
-        let exchanges: Vec<i64> = std::iter::once(r.ts_ns - q.ts_ns)
+        let (exchanges, caps): (Vec<i64>, Vec<u8>) = std::iter::once((r.ts_ns - q.ts_ns, segs.first_cap()))
             .chain(
                 cs.extra
                     .peek::<Later>(WHOLE)
                     .into_iter()
                     .flat_map(|l| l.0.iter().copied()),
             )
-            .collect();
+            .unzip();
         let mut sorted = exchanges.clone();
         sorted.sort_unstable();
         let handshake = c.handshake_rtt_ns();
@@ -185,7 +245,7 @@ impl Detector for PathLatency {
         let mut sorted_raw = raw.clone();
         sorted_raw.sort_unstable();
         let typical = sorted_raw[(sorted_raw.len() - 1) / 2].clamp(1, 3);
-        let rounds: Vec<i64> = raw
+        let uncapped: Vec<i64> = raw
             .iter()
             .map(|&n| match n {
                 n if n <= 3 => n,
@@ -193,6 +253,14 @@ impl Detector for PathLatency {
                 _ => typical,
             })
             .collect();
+        // Then at most the round trips the exchange's segments need (`path_cap`); those
+        // capped took longer than that, and the path is a part of their time, not all of it.
+        let rounds: Vec<i64> = uncapped
+            .iter()
+            .zip(&caps)
+            .map(|(&n, &cap)| n.min(i64::from(cap)))
+            .collect();
+        let capped = uncapped.iter().zip(&rounds).filter(|(u, r)| u > r).count();
         // The handshake's share of the path: one round trip (a handshake slowed beyond it, by a
         // late SYN-ACK, lost its time elsewhere).
         let hs = handshake.unwrap_or(0).min(rtt);
@@ -238,13 +306,26 @@ impl Detector for PathLatency {
             1 => "about 1 round trip".to_string(),
             n => format!("about {n} round trips"),
         };
+        let round_trips = |n: i64| format!("{n} round trip{}", if n == 1 { "" } else { "s" });
         let took = match (exchanges.len(), all_exchanges) {
+            (1, _) if capped > 0 => format!(
+                "its one exchange took {}, {} of it the path's (its segments need no more: the rest of the wait was not the path)",
+                ms(median),
+                round_trips(rounds[0])
+            ),
             (1, _) => format!("its one exchange took {} ({trips})", ms(median)),
             (KEEP, n) if n > KEEP => format!(
                 "{n} exchanges, the first {KEEP} of them took {} each (median, {trips})",
                 ms(median)
             ),
             (n, _) => format!("{n} exchanges took {} each (median, {trips})", ms(median)),
+        };
+        let took = if capped > 0 && exchanges.len() > 1 {
+            format!(
+                "{took}; {capped} took longer than the round trips their segments need and count those only"
+            )
+        } else {
+            took
         };
         let slow_handshake = match handshake {
             Some(h) if h > rtt => format!(
