@@ -204,7 +204,8 @@ impl Connection {
         let same_ack = acked_before == Some(seg.ack);
         let starts_at_end = me.next_seq() == Some(seg.seq);
         let ids = my_ids.order(me.packets, seg, u32::from(peer.mss().unwrap_or(1460)));
-        let (had_new, retransmission, hole_age_ns) = me.on_send(seg, at, frame_len, peer.max_ack());
+        let (had_new, retransmission, hole_age_ns) =
+            me.on_send(seg, at, frame_len, peer.max_ack(), ids == IdOrder::Earlier);
         // A segment after a silence that could be a loss timer's: new data starting where the
         // sender's data ended, acknowledging nothing new (a lost tail leaves no hole).
         let after_timer = had_new

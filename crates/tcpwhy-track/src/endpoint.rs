@@ -528,6 +528,14 @@ impl IpIds {
         if counted && (1..=64).contains(&expected.wrapping_sub(seg.ip_id)) {
             return IdOrder::Earlier;
         }
+        // Before a run is seen (a capture cut into a connection): an ID strictly below the
+        // last one, by at most 64, also says the segment left before it. A resend takes a
+        // new ID from the sender's counter (per socket or per host: above the last); a
+        // sender whose IDs do not move repeats the last one; random IDs land there once in
+        // a thousand segments.
+        if packets > 0 && (1..=64).contains(&self.last_ip_id.wrapping_sub(seg.ip_id)) {
+            return IdOrder::Earlier;
+        }
         let order = if counted && (1..=8).contains(&skipped) {
             IdOrder::Skipped(skipped, had_data)
         } else {
@@ -825,6 +833,7 @@ impl Endpoint {
         at: At,
         frame_len: u32,
         peer_acked: Option<Seq>,
+        sent_earlier: bool,
     ) -> (bool, bool, i64) {
         self.packets += 1;
         self.frame_bytes += u64::from(frame_len);
@@ -901,7 +910,11 @@ impl Endpoint {
             }
         }
         let Some(next) = self.next_seq() else {
-            // First segment seen from this side: everything in it is new.
+            // First segment seen from this side: everything in it is new. Without the SYN,
+            // its start is the lowest sequence seen (`isn_v` holds it while `ISN` is unknown).
+            if self.known & ISN == 0 {
+                self.isn_v = start;
+            }
             self.set_next_seq(end);
             self.count_new_data(len, 0, at, end);
             return (span > 0, false, 0);
@@ -933,6 +946,17 @@ impl Endpoint {
         } else {
             if len > 0 {
                 let (late, opened) = self.fill_holes(start, start + len);
+                // In a connection that began before the capture, payload below everything seen
+                // from this side whose IPv4 ID says it left before the last segment seen: the
+                // first transmission, reordered on the way (a resend takes a newer ID).
+                let unseen_before = self.known & ISN == 0 && end <= self.isn_v;
+                if late == 0 && sent_earlier && unseen_before {
+                    self.isn_v = start;
+                    self.unusual().out_of_order += 1;
+                    self.unique_bytes += u64::from(len);
+                    self.data_segments += 1;
+                    return (false, false, 0);
+                }
                 if late == len {
                     self.unusual().out_of_order += 1;
                     self.unique_bytes += u64::from(len);
@@ -1107,7 +1131,7 @@ mod tests {
         let at = |n: u64| At::new(n, n as i64 * 1000);
         let acked = Some(Seq(0));
         let send = |e: &mut Endpoint, n: u64, flags: u8, seq: u32, len: u32| {
-            let (new, again, _) = e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked);
+            let (new, again, _) = e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked, false);
             (new, again)
         };
         assert_eq!(send(&mut e, 1, TcpFlags::SYN, 100, 0), (true, false));
@@ -1134,15 +1158,28 @@ mod tests {
         // allocates it and is counted.
         let mut e = Endpoint::new("10.0.0.1".parse().unwrap(), 40000, 0);
         let at = |n: u64| At::new(n, n as i64 * 1000);
-        e.on_send(&seg(TcpFlags::SYN, 100, 0), at(1), 54, None);
-        e.on_send(&seg(TcpFlags::ACK, 101, 500), at(2), 554, Some(Seq(0)));
+        e.on_send(&seg(TcpFlags::SYN, 100, 0), at(1), 54, None, false);
+        e.on_send(
+            &seg(TcpFlags::ACK, 101, 500),
+            at(2),
+            554,
+            Some(Seq(0)),
+            false,
+        );
         e.on_acked(Seq(601), None, false, 3000);
-        e.on_send(&seg(TcpFlags::ACK, 601, 500), at(4), 554, Some(Seq(0)));
+        e.on_send(
+            &seg(TcpFlags::ACK, 601, 500),
+            at(4),
+            554,
+            Some(Seq(0)),
+            false,
+        );
         e.on_send(
             &seg(TcpFlags::ACK | TcpFlags::FIN, 1101, 0),
             at(5),
             54,
             Some(Seq(0)),
+            false,
         );
         e.on_acked(Seq(1102), None, false, 6000);
         assert!(e.unusual.is_none());
@@ -1152,7 +1189,13 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!((e.unique_bytes, e.data_segments), (1000, 2));
-        e.on_send(&seg(TcpFlags::ACK, 601, 500), at(7), 554, Some(Seq(0)));
+        e.on_send(
+            &seg(TcpFlags::ACK, 601, 500),
+            at(7),
+            554,
+            Some(Seq(0)),
+            false,
+        );
         assert_eq!((e.retrans_segments(), e.retrans_bytes()), (1, 500));
         assert!(e.unusual.is_some());
     }

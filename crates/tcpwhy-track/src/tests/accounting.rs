@@ -599,3 +599,29 @@ fn without_ids_a_lost_tail_is_judged_from_a_loss_probes_timing() {
     assert_eq!(run(190), []);
     assert_eq!(run(440), []);
 }
+
+#[test]
+fn before_the_first_segment_seen_an_earlier_ip_id_is_the_original_reordered() {
+    // tcpflow's test1-part2.pcap, a cut of test1.pcap: the sender's first segment in the file
+    // (IP ID 0xf516) carries the bytes after those of its second (0xf515, 0.4 ms later). No
+    // handshake, so nothing is known below the first segment: the second left before the
+    // first (its ID is below), the original reordered on the way, not a resend. With an ID
+    // above the first's it would be a resend of data sent before the capture began.
+    // (`seg_id` times are in tenths of a millisecond.)
+    let run = |second_id: u16| {
+        let mut r = Run::new();
+        seg_id(&mut r, 0, C, ACK, 1001 + 1396, 9001, 1396, 0xf516);
+        seg_id(&mut r, 1, S, ACK, 9001, 1001, 0, 0x0101);
+        seg_id(&mut r, 4, C, ACK, 1001, 9001, 1396, second_id);
+        seg_id(&mut r, 5, S, ACK, 9001, 1001 + 2792, 0, 0x0102);
+        r.finish().remove(0)
+    };
+    let c = run(0xf515);
+    assert_eq!(c.client.out_of_order(), 1);
+    assert_eq!(c.client.retrans_segments(), 0);
+    assert_eq!(c.client.unique_bytes, 2792);
+    let c = run(0xf517);
+    assert_eq!(c.client.out_of_order(), 0);
+    assert_eq!(c.client.retrans_segments(), 1);
+    assert_eq!(c.client.unique_bytes, 1396);
+}
