@@ -325,6 +325,43 @@ fn fast_retransmit_after_three_dupacks_rto_without() {
 }
 
 #[test]
+fn resends_after_the_receiver_closed_mid_transfer_may_have_had_no_one_waiting() {
+    // tcpflow's bug2.pcap, both directions: the client's FIN comes while two segments of the
+    // answer are in flight, acknowledging neither; the first is resent by the timer 219 ms
+    // after it left. A client closing mid-answer is most likely abandoning it: the timeout is
+    // real, the wait may be nobody's (low). Closed before the answer began (a half-close
+    // after the request), the same resend is the client's wait.
+    let lines = |fin_at: i64| {
+        let mut l = with_hs(&[
+            (fin_at, C, FIN | ACK, 1001, 5001, 0, 1000, &[]),
+            (11, S, ACK, 5001, 1002, 100, 1000, &[]),
+            (12, S, ACK, 5101, 1002, 100, 1000, &[]),
+            (230, S, ACK, 5001, 1002, 100, 1000, &[]),
+        ]);
+        l.sort_by_key(|x| x.0);
+        l
+    };
+    let f = run(&lines(15));
+    let rto: Vec<&Finding> = f.iter().filter(|x| x.id == "rto-retransmission").collect();
+    assert_eq!(rto.len(), 1, "{f:?}");
+    assert_eq!(rto[0].cost_ns, 219 * MS);
+    assert_eq!(rto[0].details.json()["receiver_closed_first"], true);
+    assert_eq!(rto[0].confidence.level, Level::Low, "{:?}", rto[0]);
+    assert!(
+        rto[0]
+            .explanation
+            .contains("had closed its side 215 ms before the first resend"),
+        "{}",
+        rto[0].explanation
+    );
+    let f = run(&lines(10));
+    let rto: Vec<&Finding> = f.iter().filter(|x| x.id == "rto-retransmission").collect();
+    assert_eq!(rto.len(), 1, "{f:?}");
+    assert_eq!(rto[0].details.json()["receiver_closed_first"], false);
+    assert_eq!(rto[0].confidence.level, Level::High, "{:?}", rto[0]);
+}
+
+#[test]
 fn duplicate_acks_past_a_byte_still_make_a_fast_retransmit() {
     // The duplicate-ACK count is a saturating byte: 256 of them (a wrapping count would read
     // 0, and the retransmission would look like a timeout) still mean fast recovery.

@@ -257,6 +257,9 @@ impl Connection {
             }
         }
         if ack_valid && me.max_ack().is_none_or(|m| seg.ack > m) {
+            if let (Some(prev), 0) = (me.max_ack(), peer.packets) {
+                peer.on_acked_unseen(prev, seg.ack, at.ts_ns);
+            }
             me.set_max_ack(seg.ack);
             let tsecr = seg.options.timestamp.map(|t| t.1);
             // A first SACK block at or below the cumulative ACK reports a duplicate (D-SACK).

@@ -398,8 +398,8 @@ struct Unusual {
     /// The ISN a SYN with another one replaced (two SYN-ACKs answering one SYN's copies).
     replaced_isn: Option<Seq>,
     /// The sequence number of a FIN the capture missed, by the peer's ACK of one more than
-    /// this side sent: until data beyond it shows it was a byte of data.
-    unseen_fin: Option<Seq>,
+    /// this side sent, and that ACK's time: until data beyond it shows it was a byte of data.
+    unseen_fin: Option<(Seq, i64)>,
 }
 
 impl Unusual {
@@ -731,6 +731,13 @@ impl Endpoint {
     pub fn duplicates(&self) -> u32 {
         self.usual().duplicates
     }
+    /// When this side closed its sending half: its FIN, or (a FIN the capture missed) the
+    /// peer's ACK of one sequence number past all this side sent, with no data after it.
+    pub fn closed_ns(&self) -> Option<i64> {
+        self.fin
+            .map(|a| a.ts_ns)
+            .or(self.usual().unseen_fin.map(|(_, t)| t))
+    }
     /// Bytes this side's peer acknowledged that the capture never saw this side send.
     pub fn unseen_acked_bytes(&self) -> u64 {
         self.usual().unseen_acked_bytes
@@ -897,7 +904,7 @@ impl Endpoint {
         let start = seg.seq;
         let end = start + span;
         if let Some(u) = self.unusual.as_mut() {
-            if let Some(fin) = u.unseen_fin {
+            if let Some((fin, _)) = u.unseen_fin {
                 if seg.flags.fin() && start + len == fin {
                     // The FIN, captured after the ACK of it.
                     u.unseen_fin = None;
@@ -1051,6 +1058,21 @@ impl Endpoint {
     /// (RFC 7323 section 4.1); otherwise only never-retransmitted data is timed (Karn), and an
     /// ACK reporting a duplicate (`dsack`, RFC 2883) says the data was sent twice, once
     /// unseen by the capture: no sample then either.
+    /// The peer acknowledged up to `ack` (from `prev`) while the capture holds not one packet
+    /// of this side (one direction captured): an ACK that moves by one sequence number, and
+    /// never again, is this side's FIN (`closed_ns`); data moves it by its length.
+    pub(crate) fn on_acked_unseen(&mut self, prev: Seq, ack: Seq, ts_ns: i64) {
+        if self.fin.is_some() {
+            return;
+        }
+        if self.usual().unseen_fin.is_some() {
+            // It moved again: that was a byte of data.
+            self.unusual().unseen_fin = None;
+        } else if ack.diff(prev) == 1 {
+            self.unusual().unseen_fin = Some((prev, ts_ns));
+        }
+    }
+
     pub(crate) fn on_acked(&mut self, ack: Seq, tsecr: Option<u32>, dsack: bool, ts_ns: i64) {
         if let Some(u) = &mut self.unusual {
             let missed = u.holes.acked(ack);
@@ -1071,7 +1093,7 @@ impl Endpoint {
             if ack > next && keepalive_reply {
                 self.set_next_seq(ack);
             } else if ack > next && unseen_fin {
-                self.unusual().unseen_fin = Some(next);
+                self.unusual().unseen_fin = Some((next, ts_ns));
                 self.set_next_seq(ack);
             } else if ack > next {
                 // Acknowledges bytes never seen at all: the capture missed the end of a flight,

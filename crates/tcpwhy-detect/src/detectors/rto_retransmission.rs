@@ -20,13 +20,18 @@
 //! the receiver although the sender acknowledges its SYN or data: one direction captured);
 //! a first resend 10 s or more after the original, past any
 //! first timer, is the sender's own stall (details `sender_stalled`): the fix then names that
-//! host, not the path.
+//! host, not the path. A receiver that closed its side (its FIN, or the sender's ACK of a FIN
+//! the capture missed) after the first resent data left and before the first resend had most
+//! likely given up on the transfer (an HTTP client closing mid-response): nobody may have
+//! waited for the resends (details `receiver_closed_first`, confidence `low`); had it only
+//! half-closed and kept reading, the cost is its wait.
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
 use super::resend::{evidence, Retx};
 use super::side_name;
-use crate::finding::{ms, ms_f};
+
+use crate::finding::{ms, ms_f, Level};
 use crate::{Finding, Info};
 use tcpwhy_track::{Connection, Side};
 
@@ -37,6 +42,9 @@ pub static INFO: Info = Info {
 };
 
 const KEEP: usize = 8;
+
+/// The confidence reason of resends after the receiver closed its side.
+const CLOSED_FIRST: &str = "the receiver closed its side (FIN) while the resent data was in flight and before the first resend: if it was giving up on the transfer, nobody waited for the resends";
 
 /// One sender's retransmissions after timeouts (classified once, in `retx::Retransmissions`).
 #[derive(Default, Debug)]
@@ -132,6 +140,19 @@ impl Timeouts {
         // A receiver that answered is alive: a long first wait is then the sender's. (A silent
         // one explains any wait: the sender backs off resend after resend.)
         let stalled = !silent && st.longest_first_wait_ns >= STALLED_FIRST_WAIT_NS;
+        // The receiver closed between the first resent data's departure and its resend.
+        let closed_first = c
+            .endpoint(side.other())
+            .closed_ns()
+            .filter(|&t| t > first.from_ns && t <= first.at.ts_ns);
+        if let Some(t) = closed_first {
+            f.explanation.push_str(&format!(
+                " The receiver ({}) had closed its side {} before the first resend, with this data in flight: a receiver that closes mid-transfer is most likely abandoning it (then nobody waited for these resends); had it only half-closed and kept reading, this was its wait.",
+                c.endpoint(side.other()).addr,
+                ms(first.at.ts_ns - t),
+            ));
+            f.confidence.lower(Level::Low, CLOSED_FIRST);
+        }
         f.fix = if silent {
             format!(
                 "the receiver ({}) sent nothing through the last resends ({} silent to the connection's end): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
@@ -154,6 +175,7 @@ impl Timeouts {
             inferred_from_probe_timing: st.by_timing,
             lost_before_capture_point: st.upstream,
             max_backoff: st.max_backoff,
+            receiver_closed_first: closed_first.is_some(),
             receiver_silent: silent,
             retransmissions: st.count,
             sender: side.name(),
@@ -174,6 +196,7 @@ pub struct RtoRetransmissionDetails {
     pub inferred_from_probe_timing: u32,
     pub lost_before_capture_point: u32,
     pub max_backoff: u32,
+    pub receiver_closed_first: bool,
     pub receiver_silent: bool,
     pub retransmissions: u32,
     pub sender: &'static str,

@@ -625,3 +625,25 @@ fn before_the_first_segment_seen_an_earlier_ip_id_is_the_original_reordered() {
     assert_eq!(c.client.retrans_segments(), 1);
     assert_eq!(c.client.unique_bytes, 1396);
 }
+
+#[test]
+fn a_side_not_in_the_capture_closed_where_the_peer_acknowledged_one_more() {
+    // tcpflow's bug2.pcap holds the server's packets only: its ACK field stays at the end of
+    // the request, then moves by one (frame 48) and never again. That one sequence number is
+    // the client's FIN, which the capture missed; data would move it by its length.
+    let mut r = Run::new();
+    r.seg(0, S, SYN | ACK, 9000, 1001, 0);
+    r.seg(10, S, ACK, 9001, 1444, 100);
+    r.seg(20, S, ACK | FIN, 9101, 1445, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.packets, 0);
+    assert_eq!(c.client.closed_ns(), Some(20 * MS));
+    // Moving again after that one: it was a byte of data.
+    let mut r = Run::new();
+    r.seg(0, S, SYN | ACK, 9000, 1001, 0);
+    r.seg(10, S, ACK, 9001, 1444, 100);
+    r.seg(20, S, ACK, 9101, 1445, 0);
+    r.seg(30, S, ACK, 9101, 1500, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.client.closed_ns(), None);
+}
