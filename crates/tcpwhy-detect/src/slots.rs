@@ -34,6 +34,11 @@ impl<T: Default, const BIT: u32> Lazy<T, BIT> {
         self.looked(used).then_some(&self.val)
     }
 
+    /// The state to change, if the detector has looked at it (`get` would mark it looked at).
+    pub fn peek_mut(&mut self, used: u32) -> Option<&mut T> {
+        self.looked(used).then_some(&mut self.val)
+    }
+
     pub fn take(&mut self, used: &mut u32) -> Option<T> {
         claim(used, Self::MASK).then(|| std::mem::take(&mut self.val))
     }

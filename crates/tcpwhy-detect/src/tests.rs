@@ -764,23 +764,26 @@ fn path_latency_on_long_round_trips_only() {
 #[test]
 fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
     // 80 ms RTT (no MSS option: segments of up to 1460 bytes count one each). Request A is
-    // one segment answered by one segment 240 ms later: three round trips at the capture
-    // point, but one segment each way crosses the path in one; the other two were spent
-    // elsewhere (a server that thought). Request B, 1 s later, is answered by nine 1460-byte
-    // segments in three flights (2, 3, 4) over the same three round trips: slow start from
-    // a 2-segment window needs all three.
+    // one segment; the server's TCP acknowledges it at once (160) and its answer, one
+    // segment, leaves 160 ms after that ACK (320): three round trips at the capture point,
+    // but one segment each way crosses the path in one, and the other two were the server
+    // application's. Request B, 1 s later, is acknowledged at once too and answered 50 ms
+    // after its ACK by nine 1460-byte segments in three flights (2, 3, 4) a round trip apart:
+    // slow start from a 2-segment window needs all three.
     let mut lines: Vec<Line> = vec![
         (0, C, SYN, 1000, 0, 0, 65535, &[]),
         (80, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
         (80, C, ACK, 1001, 5001, 0, 65535, &[]),
         (80, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
+        (160, S, ACK, 5001, 1101, 0, 65535, &[]),
         (320, S, ACK | PSH, 5001, 1101, 100, 65535, &[]),
         (1320, C, ACK | PSH, 1101, 5101, 100, 65535, &[]),
+        (1400, S, ACK, 5101, 1201, 0, 65535, &[]),
     ];
     let mut seq = 5101;
-    for (flight, n) in [(1, 2), (2, 3), (3, 4)] {
+    for (flight, n) in [(0, 2), (1, 3), (2, 4)] {
         for _ in 0..n {
-            lines.push((1320 + 80 * flight, S, ACK, seq, 1201, 1460, 65535, &[]));
+            lines.push((1450 + 80 * flight, S, ACK, seq, 1201, 1460, 65535, &[]));
             seq += 1460;
         }
     }
@@ -800,23 +803,82 @@ fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
     );
     assert!(
         p[0].explanation.contains(
-            "; 1 took longer than the round trips their segments need and count those only: "
+            "; 1 answered well after the server's TCP acknowledged the request count only the round trips their segments need: "
         ),
         "{}",
         p[0].explanation
     );
     // A alone: its one exchange, one round trip of it the path's.
-    let one = run(&lines[..5]);
+    let one = run(&lines[..6]);
     let p: Vec<&Finding> = one.iter().filter(|x| x.id == "path-latency").collect();
     assert_eq!(p.len(), 1, "{one:?}");
     assert_eq!(p[0].cost_ns, 160 * MS);
     assert!(
         p[0].explanation.contains(
-            "its one exchange took 240 ms, 1 round trip of it the path's (its segments need no more"
+            "its one exchange took 240 ms, 1 round trip of it the path's (the server's TCP acknowledged the request well before the answer began"
         ),
         "{}",
         p[0].explanation
     );
+    // A without the server's ACK: the capture cannot tell the server's time from delay on
+    // the path, and the three round trips count.
+    let mut no_ack = lines[..6].to_vec();
+    no_ack.remove(4);
+    let p: Vec<Finding> = run(&no_ack)
+        .into_iter()
+        .filter(|x| x.id == "path-latency")
+        .collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].cost_ns, (80 + 240) * MS);
+    // A with TCP timestamps (line i stamped 1000 + i): its answer stamped with the ACK's
+    // TSval left the server in the same tick as the ACK and came late through the network,
+    // which is the path's; stamped 160 ticks later, it left 160 ms after it.
+    let stamped = |answer_tsval: u32| {
+        let hook = |i: usize, o: &mut TcpOptions| {
+            let v = if i == 5 {
+                answer_tsval
+            } else {
+                1000 + i as u32
+            };
+            o.timestamp = Some((v, 0));
+        };
+        let f = drive_hook(&[], None, false, S.1, [None, None], &lines[..6], hook).findings;
+        let p: Vec<Finding> = f.into_iter().filter(|x| x.id == "path-latency").collect();
+        assert_eq!(p.len(), 1);
+        p[0].cost_ns
+    };
+    assert_eq!(stamped(1004), (80 + 240) * MS);
+    assert_eq!(stamped(1164), (80 + 80) * MS);
+    // A in two segments, the second held until the server's ACK of the first came (Nagle):
+    // sent as that ACK arrived (160), acknowledged at 240 and answered 110 ms later (350).
+    // Two of its round trips were waits for ACKs: the path's.
+    let nagle: Vec<Line> = vec![
+        lines[0],
+        lines[1],
+        lines[2],
+        (80, C, ACK | PSH, 1001, 5001, 100, 65535, &[]),
+        (160, S, ACK, 5001, 1101, 0, 65535, &[]),
+        (160, C, ACK | PSH, 1101, 5001, 100, 65535, &[]),
+        (240, S, ACK, 5001, 1201, 0, 65535, &[]),
+        (350, S, ACK | PSH, 5001, 1201, 100, 65535, &[]),
+    ];
+    let p: Vec<Finding> = run(&nagle)
+        .into_iter()
+        .filter(|x| x.id == "path-latency")
+        .collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].details.json()["round_trips"], serde_json::json!([2]));
+    assert_eq!(p[0].cost_ns, (80 + 160) * MS);
+    // A answered 30 ms after the ACK (less than half the round trip): not the server's, as
+    // far as the capture can tell.
+    let mut soon = lines[..6].to_vec();
+    soon[4].0 = 290;
+    let p: Vec<Finding> = run(&soon)
+        .into_iter()
+        .filter(|x| x.id == "path-latency")
+        .collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].cost_ns, (80 + 240) * MS);
 }
 
 #[test]

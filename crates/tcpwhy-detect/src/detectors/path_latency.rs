@@ -14,9 +14,17 @@
 //!
 //! **Cost.** The round trips: for each exchange, its latency rounded to whole RTTs (at most
 //! the latency; an exchange longer than three round trips, slowed by something else than the
-//! path, counts the median exchange's round trips), plus the handshake. An exchange counts at
-//! most the round trips its segments need (`path_cap`): a one-segment answer to a one-segment
-//! request needs one, whatever else it waited for (a server that thought, a delayed ACK). The first 64 exchanges are listed; those after them
+//! path, counts the median exchange's round trips), plus the handshake. An exchange whose
+//! answer began half a round trip or more after the server's TCP acknowledged the request
+//! waited for the server's application (where both carry TCP timestamps, the answer must not
+//! carry the ACK's TSval: with it, it left the server with the ACK and came late through the
+//! network): it counts at most the round trips its segments need
+//! (`path_cap`; a one-segment answer to a one-segment request needs one), or as many as the
+//! capture shows it waiting for ACKs, if more (a request segment sent as the server's ACK of
+//! the request so far reached the client: Nagle; an answer segment sent, after a pause, as the
+//! client's ACK reached the server: slow start). Without that ACK
+//! the capture cannot tell the server's time from delay on the path, and the latency is
+//! rounded as it is. The first 64 exchanges are listed; those after them
 //! count their latencies, at most the median listed exchange's round trips each
 //! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
 //!
@@ -73,8 +81,14 @@ pub(crate) struct Rest {
 }
 
 /// `ConnState::path_latency_segs`: the exchange under way's request and response in segments
-/// of the receiver's MSS (4 bits each, counting stops at 15) and the first exchange's
-/// `path_cap` (2 bits, 1 to 3; 0 before it closed).
+/// of the receiver's MSS (4 bits each, counting stops at 15), the first exchange's cap in
+/// round trips (2 bits, 1 to 3; 0 before it closed), two flags of the exchange under way:
+/// `ACK_HELD` (`State::response_last` holds the server's pure ACK of the whole request, not
+/// a response segment: its time, and in place of its frame number its TCP timestamp,
+/// `held_ack`) and `APP_LATE` (its answer began half a handshake round trip or more
+/// after that ACK), and its round trips waited for ACKs: request segments released by the
+/// server's ACK (`REQ_ROUNDS`) and answer segments by the client's (`RESP_ROUNDS`), 2 bits
+/// each (counting stops at 3).
 #[derive(Clone, Copy)]
 struct Segs(u16);
 
@@ -82,6 +96,19 @@ impl Segs {
     const REQ: u32 = 0;
     const RESP: u32 = 4;
     const FIRST_CAP: u32 = 8;
+    const ACK_HELD: u16 = 1 << 10;
+    const APP_LATE: u16 = 1 << 11;
+    const REQ_ROUNDS: u32 = 12;
+    const RESP_ROUNDS: u32 = 14;
+
+    fn rounds(self, shift: u32) -> u8 {
+        ((self.0 >> shift) & 3) as u8
+    }
+
+    fn add_round(&mut self, shift: u32) {
+        let v = (self.rounds(shift) + 1).min(3);
+        self.0 = (self.0 & !(3 << shift)) | (u16::from(v) << shift);
+    }
 
     fn count(self, shift: u32) -> u16 {
         (self.0 >> shift) & 15
@@ -92,10 +119,20 @@ impl Segs {
         self.0 = (self.0 & !(15 << shift)) | (v << shift);
     }
 
-    /// The exchange under way's `path_cap`, its counts cleared for the next one.
+    /// The exchange under way's cap in round trips: when its answer came late after the
+    /// server's ACK of the request (`APP_LATE`), `path_cap` or the round trips it was seen
+    /// waiting for ACKs, whichever is more; else 3 (none). Its counts and flags are cleared
+    /// for the next one.
     fn take_cap(&mut self) -> u8 {
-        let cap = path_cap(self.count(Self::REQ), self.count(Self::RESP));
-        self.0 &= !0xff;
+        let cap = if self.0 & Self::APP_LATE != 0 {
+            let waited = 1 + self.rounds(Self::REQ_ROUNDS) + self.rounds(Self::RESP_ROUNDS);
+            path_cap(self.count(Self::REQ), self.count(Self::RESP))
+                .max(waited)
+                .min(3)
+        } else {
+            3
+        };
+        self.0 &= !(0xff | Self::ACK_HELD | Self::APP_LATE) & !(0xf << Self::REQ_ROUNDS);
         cap
     }
 
@@ -119,8 +156,39 @@ fn path_cap(req: u16, resp: u16) -> u8 {
     (flights(req) + flights(resp) - 1).min(3)
 }
 
+/// The server's pure ACK of the request as `State::response_last` holds it while no answer has
+/// come (`Segs::ACK_HELD`): its time, and its TSval + 2 where the frame number goes (1: none;
+/// the frame is not needed, the TSval tells whether the answer left with it).
+fn held_ack(ev: &SegmentEvent<'_>) -> At {
+    let tsval = ev.seg.options.timestamp.map_or(1, |(v, _)| u64::from(v) + 2);
+    At::new(tsval, ev.at.ts_ns)
+}
+
+/// The TSval of the ACK `held_ack` made.
+fn held_tsval(a: At) -> Option<u32> {
+    a.frame().checked_sub(2).and_then(|v| u32::try_from(v).ok())
+}
+
+/// Whether a segment `sender` sent, seen here at `sent_ns`, left as the peer's ACK seen here at
+/// `acked_ns` reached it: the ACK's way from the capture point to the sender and back (the
+/// sender's share of the handshake, `to_sender`), give or take a quarter of the round trip
+/// (at least 2 ms).
+fn released_by(c: &Connection, sender: Side, acked_ns: i64, sent_ns: i64) -> bool {
+    let Some(rtt) = c.handshake_rtt_ns() else {
+        return false;
+    };
+    let way = super::to_sender(c, sender);
+    let slack = (rtt / 4).max(2 * MS);
+    let after = sent_ns - acked_ns;
+    after >= way - slack && after <= way + slack
+}
+
 impl State {
     fn close_exchange(&mut self, extra: &mut Extras, segs: &mut Segs) {
+        if segs.0 & Segs::ACK_HELD != 0 {
+            // No answer yet: what `response_last` holds is the server's ACK.
+            self.response_last = None;
+        }
         if let (Some(q), Some(r)) = (self.request_first, self.response_last) {
             let cap = segs.take_cap();
             if self.first_exchange.is_none() {
@@ -166,7 +234,29 @@ impl Detector for PathLatency {
         let again = ev.from == Side::Client
             && ev.retransmission
             && cs.exchange_has & SYN_DATA_AGAIN != 0;
-        if ev.seg.payload_len == 0 || !(ev.new_data || again) {
+        if ev.seg.payload_len == 0 {
+            // The server's TCP acknowledging the whole request before any answer: kept (in
+            // `response_last`, flagged) to time the answer against.
+            let acks_request = ev.from == Side::Server
+                && !ev.seg.flags.syn()
+                && c.client.next_seq().is_some_and(|n| ev.seg.ack >= n);
+            if acks_request {
+                if let Some(st) = cs
+                    .path_latency
+                    .peek_mut(cs.used)
+                    .filter(|st| st.request_first.is_some())
+                {
+                    let mut segs = Segs(cs.path_latency_segs);
+                    if st.response_last.is_none() {
+                        st.response_last = Some(held_ack(ev));
+                        segs.0 |= Segs::ACK_HELD;
+                        cs.path_latency_segs = segs.0;
+                    }
+                }
+            }
+            return;
+        }
+        if !(ev.new_data || again) {
             return;
         }
         if again {
@@ -177,9 +267,20 @@ impl Detector for PathLatency {
         // The segment in the receiver's MSS (one sent by TSO, or captured after GRO, counts
         // as the segments it was on the wire).
         let mss = u32::from(c.endpoint(ev.from.other()).mss().unwrap_or(1460)).max(536);
-        let n = u32::from(ev.seg.payload_len).div_ceil(mss);
+        let n = ev.seg.payload_len.div_ceil(mss);
         match ev.from {
             Side::Client => {
+                if segs.0 & Segs::ACK_HELD != 0 {
+                    // More request after the server's ACK: sent as that ACK reached the client
+                    // (held for it: Nagle), a round trip the request waited; and that ACK no
+                    // longer covers the request.
+                    let acked = st.response_last.map_or(i64::MIN, |a| a.ts_ns);
+                    if released_by(c, Side::Client, acked, ev.at.ts_ns) {
+                        segs.add_round(Segs::REQ_ROUNDS);
+                    }
+                    st.response_last = None;
+                    segs.0 &= !Segs::ACK_HELD;
+                }
                 // A response has begun (its last segment so far is known): a new request.
                 if st.response_last.is_some() {
                     st.close_exchange(&mut cs.extra, &mut segs);
@@ -193,6 +294,40 @@ impl Detector for PathLatency {
             }
             Side::Server => {
                 if st.request_first.is_some() {
+                    if segs.0 & Segs::ACK_HELD != 0 {
+                        // The answer's first segment, after the server's ACK of the request:
+                        // late by the capture's clock, and not stamped with the ACK's TSval
+                        // (with it, it left the server in the same tick, and came late through
+                        // the network).
+                        let acked = st.response_last.map_or(ev.at.ts_ns, |a| a.ts_ns);
+                        let half = c.handshake_rtt_ns().map(|r| r / 2);
+                        let same_tick = st
+                            .response_last
+                            .and_then(held_tsval)
+                            .zip(ev.seg.options.timestamp)
+                            .is_some_and(|(a, (v, _))| a == v);
+                        if !same_tick && half.is_some_and(|h| h > 0 && ev.at.ts_ns - acked >= h) {
+                            segs.0 |= Segs::APP_LATE;
+                        }
+                        segs.0 &= !Segs::ACK_HELD;
+                    } else if let Some(last) = st.response_last {
+                        // After a pause of half a round trip in the answer, a segment sent as
+                        // the client's ACK of the answer so far reached the server: a flight
+                        // the answer waited for (slow start, or a window).
+                        let half = c.handshake_rtt_ns().map_or(i64::MAX, |r| r / 2);
+                        let acked = cs
+                            .exchange
+                            .peek(cs.used)
+                            .and_then(|x| x.client_ack_ns())
+                            .filter(|&a| a > last.ts_ns);
+                        if let Some(a) = acked {
+                            if ev.at.ts_ns - last.ts_ns >= half
+                                && released_by(c, Side::Server, a, ev.at.ts_ns)
+                            {
+                                segs.add_round(Segs::RESP_ROUNDS);
+                            }
+                        }
+                    }
                     st.response_last = Some(ev.at);
                     segs.add(Segs::RESP, n);
                 }
@@ -309,7 +444,7 @@ impl Detector for PathLatency {
         let round_trips = |n: i64| format!("{n} round trip{}", if n == 1 { "" } else { "s" });
         let took = match (exchanges.len(), all_exchanges) {
             (1, _) if capped > 0 => format!(
-                "its one exchange took {}, {} of it the path's (its segments need no more: the rest of the wait was not the path)",
+                "its one exchange took {}, {} of it the path's (the server's TCP acknowledged the request well before the answer began, and the answer's segments need no more: the rest was the server's)",
                 ms(median),
                 round_trips(rounds[0])
             ),
@@ -322,7 +457,7 @@ impl Detector for PathLatency {
         };
         let took = if capped > 0 && exchanges.len() > 1 {
             format!(
-                "{took}; {capped} took longer than the round trips their segments need and count those only"
+                "{took}; {capped} answered well after the server's TCP acknowledged the request count only the round trips their segments need"
             )
         } else {
             took

@@ -304,6 +304,11 @@ impl State {
         self.req_bytes
     }
 
+    /// When the client last acknowledged new data with a pure ACK.
+    pub(crate) fn client_ack_ns(&self) -> Option<i64> {
+        self.client_ack.get()
+    }
+
     /// The request now open (its first byte) and whether its response has begun.
     pub(crate) fn open_request(&self) -> Option<(At, bool)> {
         self.req_first.map(|r| (r, self.resp_first.is_some()))
