@@ -803,7 +803,7 @@ fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
     );
     assert!(
         p[0].explanation.contains(
-            "; 1 answered well after the server's TCP acknowledged the request count only the round trips their segments need: "
+            "; 1 of them, answered well after the server's TCP acknowledged the request, counts only the round trips its segments need: "
         ),
         "{}",
         p[0].explanation

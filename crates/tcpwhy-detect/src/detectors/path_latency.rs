@@ -457,7 +457,9 @@ impl Detector for PathLatency {
         };
         let took = if capped > 0 && exchanges.len() > 1 {
             format!(
-                "{took}; {capped} answered well after the server's TCP acknowledged the request count only the round trips their segments need"
+                "{took}; {capped} of them, answered well after the server's TCP acknowledged the request, {} only the round trips {} segments need",
+                if capped == 1 { "counts" } else { "count" },
+                if capped == 1 { "its" } else { "their" },
             )
         } else {
             took
