@@ -259,6 +259,9 @@ pub struct Summary {
     /// (the kernel's `recursion_misses` of each program). A skipped state change or reset can
     /// leave a connect unreported; the output cannot say which.
     pub runs_skipped: u64,
+    /// connect()s that closed while still marked as opening: their leaving SYN-SENT was not
+    /// seen (a skipped run, `runs_skipped`), so no connect record or finding was made.
+    pub openings_unseen: u64,
     /// Ring-buffer records of the wrong size (never expected; counted, not trusted).
     pub malformed: u64,
     pub connects: u64,
@@ -659,6 +662,11 @@ pub fn run(
         })
         .collect();
     let runs_skipped = || prog_fds.iter().map(|&fd| recursion_misses(fd)).sum::<u64>();
+    let openings_unseen: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
+        bpf.take_map("openings_unseen")
+            .ok_or_else(|| io::Error::other("the BPF object has no map `openings_unseen`"))?,
+    )
+    .map_err(|e| io::Error::other(format!("the unseen-opening counter: {e}")))?;
     let lost: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
         bpf.take_map("lost")
             .ok_or_else(|| io::Error::other("the BPF object has no map `lost`"))?,
@@ -747,6 +755,7 @@ pub fn run(
     summary.seconds = start.elapsed().as_secs_f64();
     summary.events_lost = lost.get(&0, 0).unwrap_or(0);
     summary.runs_skipped = runs_skipped();
+    summary.openings_unseen = openings_unseen.get(&0, 0).unwrap_or(0);
     // The clean connects the kernel counted without an event.
     for b in 0..HIST_BUCKETS {
         let n = hist_count(b);

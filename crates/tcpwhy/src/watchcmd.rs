@@ -223,6 +223,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "events": s.events,
         "events_lost": s.events_lost,
         "program_runs_skipped": s.runs_skipped,
+        "openings_unseen": s.openings_unseen,
         "malformed_events": s.malformed,
         "connects": s.connects,
         "failed_connects": s.failed_connects,
@@ -305,6 +306,15 @@ fn text_summary(out: &mut dyn Write, s: &Summary) -> io::Result<()> {
             "warning: the kernel skipped {} run{} of watch's programs (a tracepoint fired while the program was already running on that CPU): the connects and findings of those events may be missing above",
             s.runs_skipped,
             if s.runs_skipped == 1 { "" } else { "s" }
+        )?;
+    }
+    if s.openings_unseen > 0 {
+        writeln!(
+            out,
+            "warning: {} connect(){} left SYN-SENT unseen (a run of watch's program the kernel skipped): no connect record or finding for {}",
+            s.openings_unseen,
+            if s.openings_unseen == 1 { "" } else { "s" },
+            if s.openings_unseen == 1 { "it" } else { "them" }
         )?;
     }
     if s.malformed > 0 {

@@ -347,6 +347,16 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+// connect()s that closed still marked as opening: the socket left SYN-SENT without this
+// program seeing it (the kernel skipped a run), so no connect event was sent. Counted, and
+// reported by user space.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} openings_unseen SEC(".maps");
+
 // Connect latencies not sent as events, in buckets at most 6.25% wide (`bucket` below; the
 // same function is in src/lib.rs).
 #define HIST_BUCKETS 608
@@ -756,8 +766,16 @@ int on_state(__u64 *ctx)
 		close_zero_window(s, old == TCP_ESTABLISHED);
 		if (resend_recent())
 			bpf_map_delete_elem(&resends, &sk);
-		if (bpf_map_lookup_elem(&socks, &sk))
+		struct sockinfo *si = bpf_map_lookup_elem(&socks, &sk);
+		if (si) {
+			if (si->opening) {
+				__u32 k = 0;
+				__u64 *n = bpf_map_lookup_elem(&openings_unseen, &k);
+				if (n)
+					__sync_fetch_and_add(n, 1);
+			}
 			bpf_map_delete_elem(&socks, &sk);
+		}
 	}
 	return 0;
 }
