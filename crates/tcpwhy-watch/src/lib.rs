@@ -161,6 +161,8 @@ pub enum Output {
         events_lost: u64,
         /// `Summary::runs_skipped` so far.
         runs_skipped: u64,
+        /// `Summary::openings_unseen` so far.
+        openings_unseen: u64,
     },
 }
 
@@ -736,6 +738,7 @@ pub fn run(
                 kernel_connects: (0..HIST_BUCKETS).map(hist_count).sum(),
                 events_lost: lost.get(&0, 0).unwrap_or(0),
                 runs_skipped: runs_skipped(),
+                openings_unseen: openings_unseen.get(&0, 0).unwrap_or(0),
             })?;
         }
         let done =

@@ -61,9 +61,11 @@ struct Metrics {
     connects: Family<Vec<(String, String)>, Counter>,
     events_lost: Counter,
     runs_skipped: Counter,
+    openings_unseen: Counter,
     kernel_connects: u64,
     events_lost_seen: u64,
     runs_skipped_seen: u64,
+    openings_unseen_seen: u64,
 }
 
 impl Metrics {
@@ -74,6 +76,7 @@ impl Metrics {
         let connects = Family::default();
         let events_lost = Counter::default();
         let runs_skipped = Counter::default();
+        let openings_unseen = Counter::default();
         r.register(
             "tcpwhy_watch_findings",
             "Findings named by tcpwhy watch, by id, network namespace (inode) and command",
@@ -100,6 +103,11 @@ impl Metrics {
             "BPF program runs the kernel skipped (a tracepoint fired while the program ran on that CPU): events watch did not see",
             runs_skipped.clone(),
         );
+        r.register(
+            "tcpwhy_watch_openings_unseen",
+            "connect() calls whose socket closed while watch still had it opening: it left SYN-SENT unseen, with no record or finding",
+            openings_unseen.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             findings,
@@ -107,9 +115,11 @@ impl Metrics {
             connects,
             events_lost,
             runs_skipped,
+            openings_unseen,
             kernel_connects: 0,
             events_lost_seen: 0,
             runs_skipped_seen: 0,
+            openings_unseen_seen: 0,
         }
     }
 
@@ -140,6 +150,7 @@ impl Metrics {
                 kernel_connects,
                 events_lost,
                 runs_skipped,
+                openings_unseen,
             } => {
                 self.connects
                     .get_or_create(&vec![("outcome".to_string(), "established".to_string())])
@@ -151,6 +162,9 @@ impl Metrics {
                 self.runs_skipped
                     .inc_by(runs_skipped.saturating_sub(self.runs_skipped_seen));
                 self.runs_skipped_seen = (*runs_skipped).max(self.runs_skipped_seen);
+                self.openings_unseen
+                    .inc_by(openings_unseen.saturating_sub(self.openings_unseen_seen));
+                self.openings_unseen_seen = (*openings_unseen).max(self.openings_unseen_seen);
             }
         }
     }
