@@ -957,14 +957,11 @@ impl Endpoint {
                 // from this side whose IPv4 ID says it left before the last segment seen: the
                 // first transmission, reordered on the way (a resend takes a newer ID).
                 let unseen_before = self.known & ISN == 0 && end <= self.isn_v;
-                if late == 0 && sent_earlier && unseen_before {
+                let reordered_before = late == 0 && sent_earlier && unseen_before;
+                if reordered_before {
                     self.isn_v = start;
-                    self.unusual().out_of_order += 1;
-                    self.unique_bytes += u64::from(len);
-                    self.data_segments += 1;
-                    return (false, false, 0);
                 }
-                if late == len {
+                if late == len || reordered_before {
                     self.unusual().out_of_order += 1;
                     self.unique_bytes += u64::from(len);
                     self.data_segments += 1;
@@ -1180,29 +1177,16 @@ mod tests {
         // allocates it and is counted.
         let mut e = Endpoint::new("10.0.0.1".parse().unwrap(), 40000, 0);
         let at = |n: u64| At::new(n, n as i64 * 1000);
-        e.on_send(&seg(TcpFlags::SYN, 100, 0), at(1), 54, None, false);
-        e.on_send(
-            &seg(TcpFlags::ACK, 101, 500),
-            at(2),
-            554,
-            Some(Seq(0)),
-            false,
-        );
+        // Frame `n`, acknowledging the peer's byte 0 (none for the SYN).
+        let send = |e: &mut Endpoint, n: u64, flags: u8, seq: u32, len: u32| {
+            let acked = (n > 1).then_some(Seq(0));
+            e.on_send(&seg(flags, seq, len), at(n), 54 + len, acked, false);
+        };
+        send(&mut e, 1, TcpFlags::SYN, 100, 0);
+        send(&mut e, 2, TcpFlags::ACK, 101, 500);
         e.on_acked(Seq(601), None, false, 3000);
-        e.on_send(
-            &seg(TcpFlags::ACK, 601, 500),
-            at(4),
-            554,
-            Some(Seq(0)),
-            false,
-        );
-        e.on_send(
-            &seg(TcpFlags::ACK | TcpFlags::FIN, 1101, 0),
-            at(5),
-            54,
-            Some(Seq(0)),
-            false,
-        );
+        send(&mut e, 4, TcpFlags::ACK, 601, 500);
+        send(&mut e, 5, TcpFlags::ACK | TcpFlags::FIN, 1101, 0);
         e.on_acked(Seq(1102), None, false, 6000);
         assert!(e.unusual.is_none());
         assert_eq!(e.rst(), None);
@@ -1211,13 +1195,7 @@ mod tests {
             (0, 0, 0)
         );
         assert_eq!((e.unique_bytes, e.data_segments), (1000, 2));
-        e.on_send(
-            &seg(TcpFlags::ACK, 601, 500),
-            at(7),
-            554,
-            Some(Seq(0)),
-            false,
-        );
+        send(&mut e, 7, TcpFlags::ACK, 601, 500);
         assert_eq!((e.retrans_segments(), e.retrans_bytes()), (1, 500));
         assert!(e.unusual.is_some());
     }

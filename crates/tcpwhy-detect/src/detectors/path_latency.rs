@@ -101,22 +101,24 @@ impl Segs {
     const REQ_ROUNDS: u32 = 12;
     const RESP_ROUNDS: u32 = 14;
 
-    fn rounds(self, shift: u32) -> u8 {
-        ((self.0 >> shift) & 3) as u8
+    /// The field of `width` bits at `shift`.
+    fn get(self, shift: u32, width: u32) -> u16 {
+        (self.0 >> shift) & ((1 << width) - 1)
     }
 
-    fn add_round(&mut self, shift: u32) {
-        let v = (self.rounds(shift) + 1).min(3);
-        self.0 = (self.0 & !(3 << shift)) | (u16::from(v) << shift);
+    /// Add `n` to the field of `width` bits at `shift`, stopping at its largest value.
+    fn add(&mut self, shift: u32, width: u32, n: u32) {
+        let max = (1u16 << width) - 1;
+        let v = (u32::from(self.get(shift, width)) + n).min(u32::from(max)) as u16;
+        self.0 = (self.0 & !(max << shift)) | (v << shift);
     }
 
     fn count(self, shift: u32) -> u16 {
-        (self.0 >> shift) & 15
+        self.get(shift, 4)
     }
 
-    fn add(&mut self, shift: u32, n: u32) {
-        let v = (u32::from(self.count(shift)) + n).min(15) as u16;
-        self.0 = (self.0 & !(15 << shift)) | (v << shift);
+    fn rounds(self, shift: u32) -> u8 {
+        self.get(shift, 2) as u8
     }
 
     /// The exchange under way's cap in round trips: when its answer came late after the
@@ -137,7 +139,11 @@ impl Segs {
     }
 
     fn first_cap(self) -> u8 {
-        ((self.0 >> Self::FIRST_CAP) & 3) as u8
+        self.get(Self::FIRST_CAP, 2) as u8
+    }
+
+    fn set_first_cap(&mut self, cap: u8) {
+        self.0 = (self.0 & !(3 << Self::FIRST_CAP)) | (u16::from(cap.min(3)) << Self::FIRST_CAP);
     }
 }
 
@@ -193,7 +199,7 @@ impl State {
             let cap = segs.take_cap();
             if self.first_exchange.is_none() {
                 self.first_exchange = Some((q, r));
-                segs.0 = (segs.0 & !(3 << Segs::FIRST_CAP)) | (u16::from(cap) << Segs::FIRST_CAP);
+                segs.set_first_cap(cap);
             } else {
                 let later = extra.get::<Later>(WHOLE);
                 if later.0.len() + 1 < KEEP {
@@ -276,7 +282,7 @@ impl Detector for PathLatency {
                     // longer covers the request.
                     let acked = st.response_last.map_or(i64::MIN, |a| a.ts_ns);
                     if released_by(c, Side::Client, acked, ev.at.ts_ns) {
-                        segs.add_round(Segs::REQ_ROUNDS);
+                        segs.add(Segs::REQ_ROUNDS, 2, 1);
                     }
                     st.response_last = None;
                     segs.0 &= !Segs::ACK_HELD;
@@ -290,7 +296,7 @@ impl Detector for PathLatency {
                 } else {
                     st.request_first.get_or_insert(ev.at);
                 }
-                segs.add(Segs::REQ, n);
+                segs.add(Segs::REQ, 4, n);
             }
             Side::Server => {
                 if st.request_first.is_some() {
@@ -324,12 +330,12 @@ impl Detector for PathLatency {
                             if ev.at.ts_ns - last.ts_ns >= half
                                 && released_by(c, Side::Server, a, ev.at.ts_ns)
                             {
-                                segs.add_round(Segs::RESP_ROUNDS);
+                                segs.add(Segs::RESP_ROUNDS, 2, 1);
                             }
                         }
                     }
                     st.response_last = Some(ev.at);
-                    segs.add(Segs::RESP, n);
+                    segs.add(Segs::RESP, 4, n);
                 }
             }
         }
