@@ -487,7 +487,9 @@ fn syn_unanswered_ladder_fingerprints() {
         (3010, C, ACK, 1001, 5001, 0, 1000, &[]),
     ]);
     assert_eq!(ids(&f), ["syn-unanswered"]);
-    assert_eq!(f[0].cost_ns, 3010 * MS);
+    // Answered 10 ms after the last SYN instead of 10 ms after the first: 3000 ms lost.
+    assert_eq!(f[0].cost_ns, 3000 * MS);
+    assert_eq!(f[0].details.json()["answer_lost"], false);
     assert_eq!(f[0].details.json()["ladder"], "doubling from 1 s");
     // Several stacks send that ladder: none is named.
     assert_eq!(f[0].details.json()["client_stack"], "unknown");
@@ -509,6 +511,90 @@ fn syn_unanswered_ladder_fingerprints() {
     );
     // One SYN answered at once: nothing.
     assert!(run(&HS).is_empty());
+}
+
+#[test]
+fn a_syn_ack_lost_on_its_way_to_the_client_is_named_and_kept_out_of_the_round_trip() {
+    // Captured at the server, 20 ms from the client: the SYN-ACK of 0 ms is lost on the way,
+    // the client sends its SYN again at 1000 ms, the server answers at once, and the client's
+    // ACK comes 20 ms later. Without the loss the ACK would have come at 20 ms: 1000 ms lost.
+    // The handshake measures no round trip (not 1020 ms): the data's ACKs tell it.
+    let lost_answer: [Line; 8] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1000, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1000, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1020, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (1020, C, PSH | ACK, 1001, 5001, 100, 1000, &[]),
+        (1021, S, PSH | ACK, 5001, 1101, 300, 1000, &[]),
+        (1041, C, ACK, 1101, 5301, 0, 1000, &[]),
+    ];
+    let d = drive(&lost_answer);
+    let f = one_of(d.findings.clone(), "syn-unanswered");
+    assert_eq!(f.cost_ns, 1000 * MS);
+    assert_eq!(f.details.json()["answer_lost"], true);
+    assert_eq!(f.details.json()["syn_acks"], 2);
+    assert_eq!(f.frames, [1, 2, 3, 4]);
+    assert!(
+        f.fix.contains("between the capture point and the client"),
+        "{}",
+        f.fix
+    );
+    assert!(of_id(d.findings.clone(), "path-latency").is_empty());
+    let c = d.last.expect("the connection");
+    assert_eq!(c.handshake_rtt_ns(), None);
+    assert_eq!(c.syn_ack_to_ack_ns(), Some(20 * MS));
+
+    // The server's own timer sends the SYN-ACK again at 1000 ms (the first one, or the
+    // client's ACK of it, was lost); the client's ACK comes 20 ms after the second.
+    let timer: [Line; 7] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1000, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1020, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (1020, C, PSH | ACK, 1001, 5001, 100, 1000, &[]),
+        (1021, S, PSH | ACK, 5001, 1101, 300, 1000, &[]),
+        (1041, C, ACK, 1101, 5301, 0, 1000, &[]),
+    ];
+    let d = drive(&timer);
+    let f = one_of(d.findings, "syn-unanswered");
+    assert_eq!(f.cost_ns, 1000 * MS);
+    assert_eq!(f.details.json()["syns"], 1);
+    assert_eq!(
+        d.last.expect("the connection").syn_ack_to_ack_ns(),
+        Some(20 * MS)
+    );
+
+    // Copies of the SYN-ACK within a fraction of a millisecond (a capture on several
+    // interfaces, no IP ID to tell them apart) lost nothing.
+    let copies: [Line; 5] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (1, C, PSH | ACK, 1001, 5001, 100, 1000, &[]),
+    ];
+    let d = drive(&copies);
+    assert!(of_id(d.findings, "syn-unanswered").is_empty());
+    assert_eq!(d.last.expect("the connection").handshake_rtt_ns(), Some(MS));
+
+    // A scanner that never completes the handshake leaves the SYN-ACKs unanswered on purpose.
+    let scan: [Line; 4] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1000, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (3000, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+    ];
+    assert!(run(&scan).is_empty(), "{:?}", run(&scan));
+
+    // The server's SYN-ACK sent again after the client's ACK is the accept queue's, not this.
+    let after_ack: [Line; 4] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (10, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (10, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (1010, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+    ];
+    assert!(of_id(run(&after_ack), "syn-unanswered").is_empty());
 }
 
 #[test]

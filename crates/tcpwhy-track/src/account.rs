@@ -156,6 +156,15 @@ impl Connection {
             && c.acks_client_syn(seg.ack)
         {
             c.handshake.syn_ack = Some(at);
+        } else if flags.syn()
+            && flags.ack()
+            && side == Side::Server
+            && c.handshake.ack.is_none()
+            && c.first_syn_ack().is_some_and(|a| a != at)
+            && c.server.isn() == Some(seg.seq)
+            && (c.client.isn().is_none() || c.acks_client_syn(seg.ack))
+        {
+            c.handshake.note_syn_ack_again(at);
         }
         if side == Side::Client && !flags.syn() && flags.ack() && c.handshake.ack.is_none() {
             if let (Some(_), Some(isn)) = (c.handshake.syn_ack, c.server.isn()) {

@@ -156,6 +156,12 @@ pub struct Predecessor {
     pub timestamps: bool,
 }
 
+/// The shortest wait that shows an answer lost in the handshake: Linux's smallest
+/// retransmission timer (TCP_RTO_MIN, 200 ms; a SYN's own is 1 s). A SYN-ACK or SYN sent again
+/// sooner (copies the capture could not tell apart, a relay's packets, an answer to a SYN sent
+/// again at once) lost nothing.
+pub const ANSWER_LOST_MIN_NS: i64 = 200_000_000;
+
 /// The handshake as seen at the capture point. Its SYN is `Connection::syn()` (nearly always
 /// the connection's first packet: one bit of the connection instead of 16 bytes here), and
 /// the durations that start at the SYN are methods of `Connection` too.
@@ -178,6 +184,10 @@ struct Odd {
     client_rsts: u32,
     /// The handshake's SYN when it is not the connection's first packet (a SYN sent again).
     syn_later: Option<At>,
+    /// The last of the server's SYN-ACKs sent again (same ISN) before the client's ACK, and
+    /// how many: the first was lost on the way to the client, or the client's ACK of it was.
+    syn_ack_again: Option<At>,
+    syn_acks_again: u32,
     /// The connection that used the same 4-tuple before this one (`Connection::prev`).
     prev: Option<Predecessor>,
 }
@@ -203,6 +213,29 @@ impl Handshake {
     }
     pub(crate) fn count_client_rst(&mut self) {
         self.odd.get_or_insert_default().client_rsts += 1;
+    }
+    /// The SYN-ACKs the server sent again (same ISN) before the client's ACK: how many, and
+    /// the last. The client's ACK, when it came, answered that one.
+    pub fn syn_acks_again(&self) -> Option<(u32, At)> {
+        let o = self.odd.as_ref()?;
+        Some((o.syn_acks_again, o.syn_ack_again?))
+    }
+    pub(crate) fn note_syn_ack_again(&mut self, at: At) {
+        let o = self.odd.get_or_insert_default();
+        o.syn_acks_again = o.syn_acks_again.saturating_add(1);
+        o.syn_ack_again = Some(at);
+    }
+    /// The SYN-ACK the client's ACK answered: the last one sent before that ACK.
+    pub fn answered_syn_ack(&self) -> Option<At> {
+        self.syn_acks_again().map(|(_, a)| a).or(self.syn_ack)
+    }
+    /// The server sent its SYN-ACK again at least `ANSWER_LOST_MIN_NS` after the first, with
+    /// no ACK in between: the first (or the client's ACK of it) was lost on the way.
+    pub fn answer_lost(&self) -> bool {
+        match (self.syn_ack, self.syn_acks_again()) {
+            (Some(a), Some((_, b))) => b.ts_ns - a.ts_ns >= ANSWER_LOST_MIN_NS,
+            _ => false,
+        }
     }
 }
 
@@ -346,16 +379,30 @@ impl Connection {
         ack == isn + 1 || (ack > isn + 1 && ack <= end)
     }
 
-    /// SYN -> ACK of the handshake: one full round trip from any vantage point.
+    /// The server's first SYN-ACK: the handshake's, or, when the capture holds no SYN (it
+    /// began with the SYN-ACK, or misses the client's packets), the connection's first packet.
+    pub fn first_syn_ack(&self) -> Option<At> {
+        self.handshake.syn_ack.or(
+            (self.role == RoleSource::SynAck && self.client.isn().is_none()).then_some(self.first),
+        )
+    }
+
+    /// SYN -> ACK of the handshake: one full round trip from any vantage point; None where the
+    /// server's answer was lost (`Handshake::answer_lost`): the wait for the retry is loss, and
+    /// the client's ACK need not follow the SYN-ACK it answered by one leg of the path.
     pub fn handshake_rtt_ns(&self) -> Option<i64> {
+        if self.handshake.answer_lost() {
+            return None;
+        }
         Some(self.handshake.ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)
     }
     pub fn syn_to_syn_ack_ns(&self) -> Option<i64> {
         Some(self.handshake.syn_ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)
     }
+    /// The SYN-ACK the client answered -> its ACK: the client's leg of the round trip.
     pub fn syn_ack_to_ack_ns(&self) -> Option<i64> {
         let hs = &self.handshake;
-        Some(hs.ack?.ts_ns - hs.syn_ack?.ts_ns).filter(|d| *d >= 0)
+        Some(hs.ack?.ts_ns - hs.answered_syn_ack()?.ts_ns).filter(|d| *d >= 0)
     }
 
     pub(crate) fn new(

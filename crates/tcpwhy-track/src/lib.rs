@@ -44,6 +44,7 @@ pub use analyzer::{Analyzer, Frontend, Stats};
 pub use config::Config;
 pub use conn::{
     Brief, Close, Connection, EndReason, Handshake, Predecessor, RoleSource, Side, Vantage,
+    ANSWER_LOST_MIN_NS,
 };
 pub use endpoint::{At, Endpoint, RttStats, Ts};
 pub use flow::{flow_hash, shard_of};

@@ -4,6 +4,14 @@
 //! in between (no ACK, no RST): a full listen backlog (ListenOverflows/ListenDrops), SYN flood
 //! protection, a firewall, or loss.
 //!
+//! Or the server answered and the answer did not arrive (captured between the server and the
+//! loss, or at the server): the client sent its SYN again after the SYN-ACK, or the server sent
+//! its SYN-ACK again (same ISN) with no ACK in between, and the handshake completed later (the
+//! client's ACK, or the server sending as an open connection does). The SYN-ACK or the
+//! client's ACK of it was lost between the capture point and the client; the server's backlog
+//! is not the cause (`answer_lost`). A SYN-ACK sent again after the client's ACK is
+//! `accept-queue-full`; SYN-ACKs that a scanner never completes are not counted.
+//!
 //! **Evidence.** Every SYN and the SYN-ACK if one came. Details: the retry ladder (the gaps),
 //! its shape and the stacks known to send it: 1 s apart, then doubling after five retries is
 //! Linux >= 6.5 (tcp_syn_linear_timeouts=4: retries at 1, 2, 3, 4, 5 s, then 7, 11 ...) and
@@ -11,26 +19,32 @@
 //! gap of 3 s old Windows, Solaris or Linux < 3.1. `client_stack` names one only when the
 //! shape is known from one stack alone, "unknown" otherwise.
 //!
-//! **Cost.** From the first SYN to the SYN-ACK (or to the last SYN, when never answered).
+//! **Cost.** The time lost against a first SYN answered at once: from the first SYN to the last
+//! SYN before the answer (the answer then comes one server leg after it instead of one after
+//! the first: the round trip itself is not the drop's), plus, where the answer was lost, the
+//! wait from the first SYN-ACK to the one the client answered (at least the first SYN to the
+//! last SYN). Never answered: from the first SYN to the last.
 //!
 //! A SYN less than 2 ms after the one before it (`TIMER_MIN_NS`: sooner than any TCP timer
 //! fires) is not counted as sent again: no stack retries that soon for want of an answer, so
 //! it is a tool's packet or a copy the capture could not tell apart.
 //!
 //! **Known false positives.** A capture that misses the SYN-ACKs (asymmetric routing, capture
-//! loss) shows the same retries. SYNs answered by a stale ACK are `syn-stale-state` instead.
+//! loss) shows the same retries. A capture that holds only the server's packets cannot tell a
+//! lost SYN-ACK from a client that never answered until later (confidence low). SYNs answered by a stale ACK are `syn-stale-state` instead.
 //!
 //! **References.** docs/tcp-signatures.md section 2; RFC 6298 (initial RTO 1 s); Linux
 //! tcp_syn_linear_timeouts (6.5).
 
 use super::{ConnState, TIMER_MIN_NS, WHOLE};
 use crate::finding::{ms, ms_f};
+
 use crate::{Detector, Finding, Info};
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, SegmentEvent, Side, ANSWER_LOST_MIN_NS};
 
 pub static INFO: Info = Info {
     id: "syn-unanswered",
-    title: "SYNs retransmitted without an answer (full backlog, drops)",
+    title: "SYNs retransmitted without an answer (full backlog, drops, a lost SYN-ACK)",
     doc: include_str!("syn_unanswered.rs"),
 };
 
@@ -77,6 +91,15 @@ pub(crate) fn ladder(gaps_ms: &[f64]) -> (&'static str, &'static [&'static str])
     }
 }
 
+/// " once", " twice", " N times".
+fn times(n: usize) -> String {
+    match n {
+        1 => " once".into(),
+        2 => " twice".into(),
+        n => format!(" {n} times"),
+    }
+}
+
 /// The client's stack when the ladder names exactly one, else "unknown".
 pub(crate) fn stack_of(stacks: &[&'static str]) -> &'static str {
     match stacks {
@@ -101,10 +124,12 @@ impl Detector for SynUnanswered {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
-        if c.handshake.syn_ack.is_some() && !(ev.seg.flags.syn() && ev.seg.flags.ack()) {
+        let f = ev.seg.flags;
+        // After the SYN-ACK only the client's SYNs sent again before its ACK matter here (the
+        // SYN-ACK lost on its way); the tracker counts the server's SYN-ACKs sent again.
+        if (!f.syn() || f.ack() || c.handshake.ack.is_some()) && c.first_syn_ack().is_some() {
             return;
         }
-        let f = ev.seg.flags;
         let first = cs.first_syn(c);
         let st = cs.syn_unanswered.get(&mut cs.used);
         match ev.from {
@@ -115,7 +140,14 @@ impl Detector for SynUnanswered {
                 // answer (a tool's packets, or a copy the capture could not tell apart).
                 let previous = again.1.or(first.map(|a| a.ts_ns));
                 again.1 = Some(ev.at.ts_ns);
-                if previous.is_some_and(|p| ev.at.ts_ns - p < TIMER_MIN_NS) {
+                // After the server's answer, sooner than a retransmission timer: not the
+                // client's timer for a SYN-ACK that never came (a relay's or tool's packets).
+                let min = if c.first_syn_ack().is_some() {
+                    ANSWER_LOST_MIN_NS
+                } else {
+                    TIMER_MIN_NS
+                };
+                if previous.is_some_and(|p| ev.at.ts_ns - p < min) {
                     return;
                 }
                 if again.0.len() + 1 < MAX_SYNS {
@@ -129,39 +161,84 @@ impl Detector for SynUnanswered {
     }
 
     fn finished(&mut self, cs: &mut ConnState, c: &Connection, out: &mut Vec<Finding>) {
-        let Some(st) = cs.syn_unanswered.take(&mut cs.used) else {
-            return;
-        };
-        let (Some(first), Some(more)) = (cs.first_syn(c), cs.extra.take::<SynsAgain>(WHOLE)) else {
-            return; // one SYN at most
-        };
-        if more.0.is_empty() || st.answered_otherwise {
+        let st = cs.syn_unanswered.take(&mut cs.used).unwrap_or_default();
+        let more = cs.extra.take::<SynsAgain>(WHOLE).unwrap_or_default();
+        let syn_acks_again = c.handshake.syn_acks_again();
+        if (more.0.is_empty() && syn_acks_again.is_none()) || st.answered_otherwise {
             return;
         }
-        let syns: Vec<At> = std::iter::once(first)
+        // The first SYN, or (a capture that holds only the server's packets) the first SYN-ACK.
+        let Some(first) = cs.first_syn(c).or(c.first_syn_ack()) else {
+            return;
+        };
+        let syns: Vec<At> = cs
+            .first_syn(c)
+            .into_iter()
             .chain(more.0.iter().copied())
             .collect();
-        let answer = c.handshake.syn_ack;
-        let end = answer.unwrap_or(*syns.last().unwrap_or(&first));
+        let first_answer = c.first_syn_ack();
+        // SYNs the client sent again after the server's answer: told in the explanation only,
+        // as one can cross a slow answer on the way.
+        let after_answer =
+            first_answer.map_or(0, |a| syns.iter().filter(|s| s.ts_ns > a.ts_ns).count());
+        // The server's answer was lost between the capture point and the client (or the
+        // client's ACK of it was): the handshake completed (the client's ACK, or the server
+        // sending as an open connection does; a scanner leaves SYN-ACKs unanswered on purpose)
+        // on a SYN-ACK sent at least `ANSWER_LOST_MIN_NS` after the first.
+        let completed = c.handshake.ack.is_some()
+            || c.server.closed_ns().is_some()
+            || c.server.unique_bytes > 0;
+        let answer_lost = completed
+            && match (first_answer, c.handshake.answered_syn_ack()) {
+                (Some(a), Some(b)) => b.ts_ns - a.ts_ns >= ANSWER_LOST_MIN_NS,
+                _ => false,
+            };
+        let answered_by = if answer_lost {
+            c.handshake.answered_syn_ack()
+        } else {
+            first_answer
+        };
+        let before: Vec<At> = match first_answer {
+            Some(a) => syns.iter().copied().filter(|s| s.ts_ns <= a.ts_ns).collect(),
+            None => syns.clone(),
+        };
+        if !answer_lost && before.len() < 2 {
+            return; // the SYN-ACKs sent again lost nothing, and no SYN went unanswered
+        }
+        let last_syn = *syns.last().unwrap_or(&first);
+        let last_before = *before.last().unwrap_or(&first);
+        // The time lost against a first SYN answered at once: the answer to the last SYN comes
+        // one server leg after it instead of one after the first (the round trip itself would
+        // have been spent anyway); a lost SYN-ACK adds the wait from the first SYN-ACK to the
+        // one the client answered.
+        let lost_answer_ns = match (answer_lost, first_answer, answered_by) {
+            (true, Some(a), Some(b)) => b.ts_ns - a.ts_ns,
+            _ => 0,
+        };
+        let cost = (last_before.ts_ns - first.ts_ns + lost_answer_ns)
+            .max(if answer_lost { last_syn.ts_ns - first.ts_ns } else { 0 });
+        let end = answered_by.unwrap_or(last_syn);
         let gaps: Vec<f64> = syns
             .windows(2)
             .map(|w| ms_f(w[1].ts_ns - w[0].ts_ns))
             .collect();
         let mut f = Finding::new(INFO.id, c);
         f.start_ns = first.ts_ns;
-        f.end_ns = end.ts_ns;
-        f.cost_ns = end.ts_ns - first.ts_ns;
+        f.end_ns = end.ts_ns.max(last_syn.ts_ns);
+        f.cost_ns = cost;
         f.frames = syns
             .iter()
             .map(|a| a.frame())
-            .chain(answer.map(|a| a.frame()))
+            .chain(first_answer.map(|a| a.frame()))
+            .chain(answered_by.filter(|_| answer_lost).map(|a| a.frame()))
             .collect();
+        f.frames.sort_unstable();
+        f.frames.dedup();
         let (shape, stacks) = ladder(&gaps);
-        f.explanation = format!(
-            "{} SYNs from port {} went unanswered ({} retries, gaps {} ms: {shape}{}); {}.",
-            syns.len() - usize::from(answer.is_some()),
-            c.client.port,
-            syns.len() - 1,
+        let ladder_text = format!(
+            "{} retr{}, gaps {} ms: {shape}{}",
+            syns.len().saturating_sub(1),
+            if syns.len() == 2 { "y" } else { "ies" },
             gaps.iter()
                 .map(|g| format!("{g:.0}"))
                 .collect::<Vec<_>>()
@@ -171,21 +248,71 @@ impl Detector for SynUnanswered {
             } else {
                 format!(", as {} do", stacks.join(", "))
             },
-            match answer {
-                Some(_) => format!(
-                    "the handshake completed {} after the first SYN",
-                    ms(f.cost_ns)
-                ),
-                None => format!("never answered in {}", ms(f.cost_ns)),
-            }
         );
-        f.fix = "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into();
+        let sa_again = syn_acks_again.map_or(0, |(n, _)| n);
+        f.explanation = if answer_lost {
+            let how = match (after_answer, sa_again) {
+                (0, n) => format!(
+                    "the server sent its SYN-ACK again{} without an ACK in between",
+                    times(n as usize)
+                ),
+                (k, 0) => format!("the client sent its SYN again{} after it", times(k)),
+                (k, n) => format!(
+                    "the client sent its SYN again{} after it and the server its SYN-ACK{}",
+                    times(k),
+                    times(n as usize)
+                ),
+            };
+            let unseen = if c.client.packets == 0 {
+                " (only the server's packets are in the capture)"
+            } else {
+                ""
+            };
+            format!(
+                "The server answered the SYN of port {} (SYN-ACK frame {}), but {how}{unseen}: the SYN-ACK, or the client's ACK of it, was lost between the capture point and the client. The handshake completed on the SYN-ACK of frame {}: {} lost{}.",
+                c.client.port,
+                first_answer.map_or(0, |a| a.frame()),
+                answered_by.map_or(0, |a| a.frame()),
+                ms(cost),
+                if syns.len() > 1 { format!(" ({ladder_text})") } else { String::new() },
+            )
+        } else {
+            format!(
+                "{} from port {} went unanswered ({ladder_text}); {}.",
+                match before.len() - usize::from(first_answer.is_some()) {
+                    1 => "1 SYN".to_string(),
+                    n => format!("{n} SYNs"),
+                },
+                c.client.port,
+                match first_answer {
+                    Some(a) => format!(
+                        "the SYN-ACK came {} after the first SYN, {} later than an answer to it would have",
+                        ms(a.ts_ns - first.ts_ns),
+                        ms(cost)
+                    ),
+                    None => format!("never answered in {}", ms(cost)),
+                }
+            )
+        };
+        if answer_lost && c.client.packets == 0 {
+            f.confidence.lower(
+                crate::Level::Low,
+                "only the server's packets are in the capture: the client's side of the handshake is inferred",
+            );
+        }
+        f.fix = if answer_lost {
+            "the server answered, so its backlog did not drop the SYN: find the loss between the capture point and the client (interface and qdisc drops, a firewall or NAT that drops the SYN-ACK or the ACK, asymmetric routing); each loss costs the client's SYN retry timer (1 s on current stacks, 3 s on old ones)".into()
+        } else {
+            "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into()
+        };
         f.details = SynUnansweredDetails {
-            answered: answer.is_some(),
+            answered: first_answer.is_some(),
+            answer_lost,
             client_stack: stack_of(stacks),
             gaps_ms: gaps,
             ladder: shape,
             stacks,
+            syn_acks: first_answer.map_or(0, |_| 1 + sa_again as usize),
             syns: syns.len(),
         }
         .into();
@@ -198,9 +325,13 @@ impl Detector for SynUnanswered {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SynUnansweredDetails {
     pub answered: bool,
+    /// The server answered, and its SYN-ACK (or the client's ACK of it) was lost on the way.
+    pub answer_lost: bool,
     pub client_stack: &'static str,
     pub gaps_ms: Vec<f64>,
     pub ladder: &'static str,
     pub stacks: &'static [&'static str],
+    /// SYN-ACKs the server sent before the client's ACK (0: none seen).
+    pub syn_acks: usize,
     pub syns: usize,
 }
