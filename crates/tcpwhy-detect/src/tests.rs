@@ -2300,11 +2300,13 @@ fn fast_retransmits_of_data_sent_past_the_window_blame_the_window_not_the_path()
         fr[0].fix
     );
     // The plain loss of a segment inside the window (lost_second_segment: 1000-byte window,
-    // 500 bytes in flight) keeps the path's fix.
+    // 500 bytes in flight) keeps a loss fix: the capture is at the client (the SYN-ACK 10 ms
+    // after the SYN, the ACK at once), which the original reached, so the last stretch to it.
     let f = run(&lost_second_segment(3));
     assert_eq!(f[0].details.json()["beyond_window"], 0);
     assert!(
-        f[0].fix.starts_with("find the loss on the path"),
+        f[0].fix
+            .starts_with("the originals passed the capture point next to the receiver"),
         "{}",
         f[0].fix
     );
@@ -2337,7 +2339,9 @@ fn a_first_resend_long_after_the_original_is_the_senders_stall() {
         "{}",
         rto[0].fix
     );
-    // The same loss resent 300 ms later: a timer's wait, the path's loss.
+    // The same loss resent 300 ms later: a timer's wait. The capture is at the client (the
+    // SYN-ACK 10 ms after the SYN, the ACK at once), which the original reached: the loss is on
+    // the last stretch to the client or its ACK's way back, not the wider path.
     let timely: Vec<Line> = stalled
         .iter()
         .map(|l| match l.0 {
@@ -2351,7 +2355,9 @@ fn a_first_resend_long_after_the_original_is_the_senders_stall() {
     assert_eq!(rto.len(), 1, "{f:?}");
     assert_eq!(rto[0].details.json()["sender_stalled"], false);
     assert!(
-        rto[0].fix.starts_with("find the loss on the path"),
+        rto[0]
+            .fix
+            .starts_with("the originals passed the capture point next to the receiver (10.0.0.1)"),
         "{}",
         rto[0].fix
     );

@@ -15,7 +15,7 @@
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; docs/tcp-signatures.md section 5.
 
-use super::resend::{evidence, Retx};
+use super::resend::{evidence, where_lost, Retx};
 use super::side_name;
 use crate::finding::ms;
 use crate::{Finding, Info};
@@ -98,7 +98,7 @@ impl FastRetransmits {
             )
             .into()
         } else {
-            "find the loss on the path (interface drops, a policer, a congested queue)".into()
+            where_lost(c, side, self.seen.iter().any(|r| r.upstream)).into()
         };
         f.details = FastRetransmitDetails {
             beyond_window: self.beyond_window,

@@ -2,7 +2,7 @@
 //! `retx::Retransmissions`, then reported by the timeout, fast, spurious and accept-queue
 //! findings. It depends on none of them, so none of them depends on another through it.
 
-use tcpwhy_track::At;
+use tcpwhy_track::{At, Connection, Side, Vantage};
 use tcpwhy_wire::Seq;
 
 /// A retransmission, classified.
@@ -55,4 +55,18 @@ pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
     frames.sort_unstable();
     frames.dedup();
     frames
+}
+
+/// Where to look for the loss of `sender`'s data on `c`, as the capture tells it: both ends
+/// on the capturing host, the originals seen passing a capture point next to the receiver
+/// (the handshake's split; `upstream`: some were lost before the capture point), or the path.
+pub(crate) fn where_lost(c: &Connection, sender: Side, upstream: bool) -> String {
+    let receiver = c.endpoint(sender.other()).addr;
+    match (c.vantage(), sender, upstream) {
+        (Vantage::Local, _, _) => "both ends are on the capturing host, so the host itself dropped the data: a firewall rule, a full receive queue or backlog (nstat TcpExtTCPBacklogDrop, TCPRcvQDrop), a qdisc limit".to_string(),
+        (Vantage::NearClient, Side::Server, false) | (Vantage::NearServer, Side::Client, false) => format!(
+            "the originals passed the capture point next to the receiver ({receiver}): they were lost on the last stretch to it (its access link, e.g. Wi-Fi, or the host itself: a firewall rule, a full receive queue or backlog, nstat TcpExtTCPRcvQDrop, TCPBacklogDrop) or its ACKs were lost on the way back; look there before the wider path"
+        ),
+        _ => "find the loss on the path (interface drops, a policer, a congested queue)".to_string(),
+    }
 }

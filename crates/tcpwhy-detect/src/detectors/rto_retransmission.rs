@@ -28,7 +28,7 @@
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
-use super::resend::{evidence, Retx};
+use super::resend::{evidence, where_lost, Retx};
 use super::side_name;
 
 use crate::finding::{ms, ms_f, Level};
@@ -168,7 +168,11 @@ impl Timeouts {
             )
             .into()
         } else {
-            "find the loss on the path (interface drops, a policer, a congested queue); for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO".into()
+            format!(
+                "{}; for tail loss keep SACK and tail loss probes on (net.ipv4.tcp_sack=1, tcp_early_retrans=3) so recovery takes 2 RTTs rather than an RTO",
+                where_lost(c, side, st.upstream > 0)
+            )
+            .into()
         };
         f.details = RtoRetransmissionDetails {
             bytes_first_retransmissions: st.seen.iter().map(|r| u64::from(r.len)).sum::<u64>(),
