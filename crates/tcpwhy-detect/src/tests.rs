@@ -598,6 +598,26 @@ fn a_syn_ack_lost_on_its_way_to_the_client_is_named_and_kept_out_of_the_round_tr
 }
 
 #[test]
+fn a_slow_answer_on_a_connection_begun_before_the_capture_is_named_low() {
+    // No handshake: the server is the side on port 80. A 120-byte request, the server's ACK
+    // 1 ms later (its TCP had it), then a full-sized answer 201 ms after the request: 200 ms of
+    // server time beyond the 1 ms round trip (tcpflow's test_loopback: godoc's 187 ms).
+    let lines = |answer: u32| -> Vec<Line> {
+        vec![
+            (0, C, PSH | ACK, 1001, 5001, 120, 1000, &[]),
+            (1, S, ACK, 5001, 1121, 0, 1000, &[]),
+            (201, S, PSH | ACK, 5001, 1121, answer, 1000, &[]),
+            (202, C, ACK, 1121, 5001 + answer, 0, 1000, &[]),
+        ]
+    };
+    let f = one_of(run(&lines(1000)), "server-delay");
+    assert_eq!(f.cost_ns, 200 * MS);
+    assert_eq!(f.confidence.level, Level::Low);
+    // A short answer (a status message, a message on the server's schedule) shows no turn.
+    assert!(of_id(run(&lines(40)), "server-delay").is_empty());
+}
+
+#[test]
 fn a_client_wait_within_the_relays_read_batches_is_low_confidence() {
     // webex.pcap 632 (nDPI), an Android capture app's own stack: a SYN-ACK in 4 ms without
     // the MSS option the SYN carried, the client's request ACKed in 1 ms, and the client's

@@ -61,9 +61,18 @@
 //! 11019): each peer sends when its own routes, labels or timers change, so no message
 //! answers another and a pause owes nothing.
 //!
+//! A connection begun before the capture is judged too where the server is the side on a
+//! well-known or non-ephemeral port (`RoleSource::Port`; not where only the first packet told
+//! the roles), for answers that begin with a full segment after the server's pure ACK of the
+//! request: its TCP had the whole request, and the answer is a work product, not a status
+//! message or a message on its own schedule (without a handshake the turns show no more).
+//! Its capture point's share of the round trip is then the fastest the server acknowledged
+//! the client's data, and the finding is `low`, as every finding on such a connection
+//! (`confidence`).
+//!
 //! **Known false positives.** Protocols where the server speaks on its own schedule (server
 //! push, streaming, long polling) look like slow answers. The capture point's share of the
-//! round trip comes from the handshake; without a handshake the whole gap is counted.
+//! round trip comes from the handshake, else from the server's ACKs of the client's data.
 //!
 //! **References.** docs/tcp-signatures.md section 7.
 
@@ -72,7 +81,7 @@ use crate::model::bounded_rtt;
 use crate::model::exchange::{self, own_pause};
 use crate::finding::{ms, ms_f, Level};
 use crate::{Detector, Finding, Info};
-use tcpwhy_track::{At, Connection, SegmentEvent, Side};
+use tcpwhy_track::{At, Connection, RoleSource, SegmentEvent, Side};
 
 pub static INFO: Info = Info {
     id: "server-delay",
@@ -118,6 +127,22 @@ const SERVER_OWN_REASON: &str = "before a slow answer the server sent more after
 pub(crate) const SERVER_FIRST: [u16; 13] = [
     21, 22, 25, 110, 119, 143, 465, 587, 993, 995, 3306, 5900, 2525,
 ];
+
+/// The round trip between the capture point and the server: the handshake's share of it, or,
+/// for a connection begun before the capture, the fastest the server acknowledged the
+/// client's data (0 before any).
+fn server_leg(c: &Connection) -> i64 {
+    if c.role.inferred() {
+        let r = &c.client.ack_rtt;
+        if r.count() > 0 {
+            r.min_ns
+        } else {
+            0
+        }
+    } else {
+        to_sender(c, Side::Server)
+    }
+}
 
 /// The server speaks first on `c`'s port.
 pub(crate) fn server_speaks_first(c: &Connection) -> bool {
@@ -166,13 +191,13 @@ impl Detector for ServerDelay {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
-        if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role.inferred() {
+        if ev.seg.flags.syn() || ev.seg.flags.rst() || c.role == RoleSource::FirstPacket {
             return;
         }
         let request_bytes = cs.exchange.peek(cs.used).map_or(0, |x| x.request_bytes());
         // A pause long enough to show a side's own schedule (module documentation), beyond
         // the capture point's round trip to the server.
-        let schedule_pause = || own_pause(c) + to_sender(c, Side::Server);
+        let schedule_pause = || own_pause(c) + server_leg(c);
         let st = cs.server_delay.get(&mut cs.used);
         if ev.from == Side::Client
             && c.handshake.ack == Some(ev.at)
@@ -235,7 +260,7 @@ impl Detector for ServerDelay {
                 cs.server_delay_exchanges += 1;
                 let rtt = rtt_ns(c).unwrap_or(0);
                 // Less the capture point's round trip to the server (the handshake split).
-                let server_time = ev.at.ts_ns - req.ts_ns - to_sender(c, Side::Server);
+                let server_time = ev.at.ts_ns - req.ts_ns - server_leg(c);
                 let reply = u64::from(ev.seg.payload_len);
                 let greeting = request_bytes == 0;
                 // Someone's timer or a person, not the server working (module documentation).
@@ -251,7 +276,12 @@ impl Detector for ServerDelay {
                 if !resent && (*fastest == 0 || latency_us < *fastest) {
                     *fastest = latency_us;
                 }
-                if server_time >= MIN_DELAY && !person_or_timer {
+                // Without a handshake the turns are clear only where the server's TCP
+                // acknowledged the request before a full-sized answer began (it had the whole
+                // request, and answered with a work product, not a status message).
+                let turn = !c.role.inferred()
+                    || (st.acked.is_some() && reply >= u64::from(super::send_mss(c, Side::Server)));
+                if server_time >= MIN_DELAY && !person_or_timer && turn {
                     let acked = st.acked;
                     if server_time >= 4 * rtt {
                         let f = cs.extra.get::<Found>(WHOLE);
@@ -261,7 +291,7 @@ impl Detector for ServerDelay {
                         if f.slow.len() < KEEP {
                             f.slow.push((req, acked, ev.at, server_time));
                         }
-                    } else if ev.at.ts_ns - req.ts_ns >= 4 * (rtt - to_sender(c, Side::Server)) {
+                    } else if ev.at.ts_ns - req.ts_ns >= 4 * (rtt - server_leg(c)) {
                         // Kept aside only if some bound could name it: with the fastest
                         // exchange f (under half the handshake's SYN -> SYN-ACK leg) it needs
                         // latency - f >= 4 (rtt - leg + f), so at least latency >= 4 (rtt -
