@@ -268,11 +268,16 @@ impl Detector for SynUnanswered {
             } else {
                 ""
             };
+            let answered = answered_by.map_or(0, |a| a.frame());
+            let completed = if c.handshake.ack.is_some() {
+                format!("the client's ACK answered the SYN-ACK of frame {answered}")
+            } else {
+                format!("the server's later segments show the handshake completed after the SYN-ACK of frame {answered}")
+            };
             format!(
-                "The server answered the SYN of port {} (SYN-ACK frame {}), but {how}{unseen}: the SYN-ACK, or the client's ACK of it, was lost between the capture point and the client. The handshake completed on the SYN-ACK of frame {}: {} lost{}.",
+                "The server's SYN-ACK to port {} (frame {}) did not complete the handshake: {how}{unseen}, so it, or the client's ACK of it, was lost between the capture point and the client; {completed}: {} lost{}.",
                 c.client.port,
                 first_answer.map_or(0, |a| a.frame()),
-                answered_by.map_or(0, |a| a.frame()),
                 ms(cost),
                 if syns.len() > 1 { format!(" ({ladder_text})") } else { String::new() },
             )
