@@ -598,6 +598,41 @@ fn a_syn_ack_lost_on_its_way_to_the_client_is_named_and_kept_out_of_the_round_tr
 }
 
 #[test]
+fn a_resend_whose_ack_echoes_the_originals_timestamp_is_spurious() {
+    // Captured mid-path (no vantage), every segment stamped with its send time in ms (TSval)
+    // and echoing the peer's last (TSecr). The server's 100 bytes at 20 ms are sent again by
+    // its timer at 420 ms; the client's ACK of them comes at 440 ms. Echoing 20 (the
+    // original's stamp), it answered the original, which came late: the resend was spurious,
+    // nothing lost (RFC 3522). Echoing 420, the resend filled the hole: 400 ms lost.
+    let lines: [Line; 6] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (5, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (10, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (20, S, PSH | ACK, 5001, 1001, 100, 1000, &[]),
+        (420, S, PSH | ACK, 5001, 1001, 100, 1000, &[]),
+        (440, C, ACK, 1001, 5101, 0, 1000, &[]),
+    ];
+    let run_echo = |echo: u32| {
+        let stamp = |i: usize, o: &mut TcpOptions| {
+            let ms = lines[i].0 as u32;
+            o.timestamp = Some((ms, if i == 5 { echo } else { ms.saturating_sub(5) }));
+        };
+        drive_hook(&[], None, false, S.1, [None, None], &lines, stamp).findings
+    };
+    let f = run_echo(20);
+    assert!(of_id(f.clone(), "rto-retransmission").is_empty(), "{f:?}");
+    let sp = one_of(f, "spurious-retransmission");
+    assert_eq!(sp.details.json()["echoed_original"], 1);
+    assert_eq!(sp.cost_ns, 0);
+    let f = run_echo(420);
+    assert!(
+        of_id(f.clone(), "spurious-retransmission").is_empty(),
+        "{f:?}"
+    );
+    assert_eq!(one_of(f, "rto-retransmission").cost_ns, 400 * MS);
+}
+
+#[test]
 fn a_slow_answer_on_a_connection_begun_before_the_capture_is_named_low() {
     // No handshake: the server is the side on port 80. A 120-byte request, the server's ACK
     // 1 ms later (its TCP had it), then a full-sized answer 201 ms after the request: 200 ms of

@@ -24,6 +24,11 @@ pub(crate) struct Retx {
     /// ... shown by the ACK that covered it coming, at the sender's side of the path, sooner
     /// than half a round trip after it: that ACK answered the original.
     pub acked_too_soon: bool,
+    /// ... shown by the first ACK that covered it echoing a timestamp the sender sent before
+    /// this resend (RFC 3522, Eifel): that ACK answered the original.
+    pub echoed_original: bool,
+    /// This resend's TCP timestamp (TSval), if it carried one.
+    pub tsval: Option<u32>,
     /// The capture never saw the original: lost before the capture point.
     pub upstream: bool,
     /// ... judged from the silence's length alone (a Linux loss probe's timing, no IDs).

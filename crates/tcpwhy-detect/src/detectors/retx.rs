@@ -80,17 +80,28 @@ impl Losses {
         }
     }
 
-    /// The peer's ACK `ack` at `now`, seen at this sender's side of the path: the waiting
-    /// resends it covers for the first time (in the order they were sent, up to the first it
-    /// does not cover) are spurious if it came less than `soon` after them.
-    fn acked(&mut self, ack: Seq, now: i64, soon: i64) {
+    /// The peer's ACK `ack` at `now`, echoing `tsecr`: the waiting resends it covers for the
+    /// first time (in the order they were sent, up to the first it does not cover) are
+    /// spurious if, seen at this sender's side of the path, it came less than `soon` after
+    /// them, or if it echoes a timestamp sent before them (RFC 3522: a receiver echoes the
+    /// TSval of the segment that filled its sequence space up to the ACK, so an older echo
+    /// means the original did; Linux undoes a timeout on the same test).
+    fn acked(&mut self, ack: Seq, now: i64, soon: Option<i64>, tsecr: Option<u32>) {
         while let Some(r) = self.list.get_mut(self.judged) {
             if ack < r.end {
                 break;
             }
-            if !r.spurious && now - r.at.ts_ns < soon {
-                r.spurious = true;
-                r.acked_too_soon = true;
+            if !r.spurious {
+                if soon.is_some_and(|s| now - r.at.ts_ns < s) {
+                    r.spurious = true;
+                    r.acked_too_soon = true;
+                } else if let (Some(echo), Some(sent)) = (tsecr.filter(|e| *e != 0), r.tsval) {
+                    // Serial arithmetic: the echo is older than the resend's stamp.
+                    if (sent.wrapping_sub(echo) as i32) > 0 {
+                        r.spurious = true;
+                        r.echoed_original = true;
+                    }
+                }
             }
             self.judged += 1;
         }
@@ -305,18 +316,22 @@ impl Detector for Retransmissions {
                     Vantage::NearClient => side == Side::Client,
                     Vantage::Local | Vantage::Middle | Vantage::Unknown => false,
                 };
-                if !near {
-                    continue;
-                }
                 // The shortest round trip seen: the handshake's, or a data sample of this
                 // sender's, as the capture at its side measures it (a late SYN-ACK makes the
-                // handshake's too long).
-                let samples = &c.endpoint(side).ack_rtt;
-                let data = (samples.count() > 0).then_some(samples.min_ns);
-                let rtt = rtt_ns(c).into_iter().chain(data).min();
-                // Under 2 ms (a LAN, loopback) the host's scheduling outweighs the path.
-                if let Some(rtt) = rtt.filter(|r| *r >= 2 * MS) {
-                    l.acked(ev.seg.ack, ev.at.ts_ns, rtt / 2);
+                // handshake's too long). Under 2 ms (a LAN, loopback) the host's scheduling
+                // outweighs the path. The timestamp echo needs no vantage.
+                let soon = near
+                    .then(|| {
+                        let samples = &c.endpoint(side).ack_rtt;
+                        let data = (samples.count() > 0).then_some(samples.min_ns);
+                        rtt_ns(c).into_iter().chain(data).min()
+                    })
+                    .flatten()
+                    .filter(|r| *r >= 2 * MS)
+                    .map(|r| r / 2);
+                let tsecr = ev.seg.options.timestamp.map(|(_, echo)| echo);
+                if soon.is_some() || tsecr.is_some() {
+                    l.acked(ev.seg.ack, ev.at.ts_ns, soon, tsecr);
                 }
             }
         }
@@ -621,6 +636,8 @@ impl State {
             spurious: !upstream && peer_acked.is_some_and(|a| a >= end),
             dsack: false,
             acked_too_soon: false,
+            echoed_original: false,
+            tsval: seg.options.timestamp.map(|(tsval, _)| tsval),
             upstream,
             by_timing: ev.lost_by_timing,
             tail: end >= highest,

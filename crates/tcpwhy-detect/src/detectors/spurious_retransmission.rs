@@ -2,8 +2,11 @@
 //!
 //! **Signal.** A segment is sent again although the receiver had it: the receiver's ACK for
 //! it was captured before the resend, the receiver reported the resend as received twice
-//! with a D-SACK block (RFC 2883), or, captured at the sender's side of the path, the ACK
-//! covering it came less than half a round trip after the resend (too soon to answer it).
+//! with a D-SACK block (RFC 2883), the first ACK covering it echoes a TCP timestamp the
+//! sender sent before the resend (RFC 3522, Eifel: the receiver echoes the stamp of the
+//! segment that filled its sequence space, so the original did; from any vantage point), or,
+//! captured at the sender's side of the path, the ACK covering it came less than half a
+//! round trip after the resend (too soon to answer it).
 //! Nothing was lost. What fired the resend tells the cause: a retransmission timer that
 //! expired before the ACK came back (a delay spike on the path, or a receiver that held its
 //! ACK longer than the sender's RTO: delayed ACKs of 200 ms against a 200 ms minimum RTO),
@@ -47,6 +50,8 @@ pub(super) struct Spurious {
     dsack: u32,
     /// Acknowledged, at the sender's side, too soon after the resend to answer it.
     too_soon: u32,
+    /// Acknowledged by an ACK that echoes a timestamp from before the resend (Eifel).
+    echoed: u32,
     fast: u32,
     /// Waits (original to resend), the first `KEEP`.
     waits: Vec<i64>,
@@ -57,6 +62,7 @@ impl Spurious {
         self.count += 1;
         self.dsack += u32::from(r.dsack);
         self.too_soon += u32::from(r.acked_too_soon && !r.dsack);
+        self.echoed += u32::from(r.echoed_original && !r.dsack);
         self.fast += u32::from(r.fast);
         if r.original.is_some() && self.waits.len() < KEEP {
             self.waits.push(r.at.ts_ns - r.from_ns);
@@ -72,6 +78,7 @@ impl Spurious {
         self.count += other.count;
         self.dsack += other.dsack;
         self.too_soon += other.too_soon;
+        self.echoed += other.echoed;
         self.fast += other.fast;
         let room = KEEP.saturating_sub(self.waits.len());
         self.waits.extend(other.waits.into_iter().take(room));
@@ -103,7 +110,7 @@ impl Spurious {
         f.cost_ns = 0;
         f.frames = evidence(&self.seen);
         f.explanation = format!(
-            "{} sent data again {} time{} that the receiver already had ({} proven by D-SACK, {}the rest acknowledged before the resend){}: {cause}. Nothing was lost to it.",
+            "{} sent data again {} time{} that the receiver already had ({} proven by D-SACK, {}{}the rest acknowledged before the resend){}: {cause}. Nothing was lost to it.",
             side_name(c, side),
             self.count,
             if self.count == 1 { "" } else { "s" },
@@ -112,6 +119,14 @@ impl Spurious {
                 format!(
                     "{} acknowledged sooner after the resend than half a round trip, so by the original; ",
                     self.too_soon
+                )
+            } else {
+                String::new()
+            },
+            if self.echoed > 0 {
+                format!(
+                    "{} acknowledged by an ACK that echoes the sender's timestamp from before the resend (RFC 3522), so by the original; ",
+                    self.echoed
                 )
             } else {
                 String::new()
@@ -127,6 +142,7 @@ impl Spurious {
             after_duplicate_acks: self.fast,
             cause,
             dsack: self.dsack,
+            echoed_original: self.echoed,
             resends: self.count,
             rtt_ms: rtt.map(ms_f),
             sender: side.name(),
@@ -144,6 +160,8 @@ pub struct SpuriousRetransmissionDetails {
     pub after_duplicate_acks: u32,
     pub cause: &'static str,
     pub dsack: u32,
+    /// Resends whose covering ACK echoed a timestamp from before them (RFC 3522).
+    pub echoed_original: u32,
     pub resends: u32,
     pub rtt_ms: Option<f64>,
     pub sender: &'static str,
