@@ -2925,6 +2925,16 @@ fn a_reset_that_acknowledges_the_whole_response_closes_a_finished_exchange() {
         (40, C, RST | ACK, 1101, 5101, 0, 0, &[]),
     ]));
     assert!(ids(&f).contains(&"connection-reset"), "{f:?}");
+    // The server's own reset crossing the client's (aimini-http.pcap, zattoo.pcap: captured
+    // a microsecond after it): the connection was over, its 300 bytes were acknowledged by
+    // the client's RST,ACK, which the tracker does not count as an ACK.
+    let f = run(&with_hs(&[
+        (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (30, S, ACK | PSH, 5001, 1101, 300, 1000, &[]),
+        (40, C, RST | ACK, 1101, 5301, 0, 0, &[]),
+        (40, S, RST | ACK, 5301, 1101, 0, 0, &[]),
+    ]));
+    assert!(!ids(&f).contains(&"connection-reset"), "{f:?}");
 }
 
 #[test]

@@ -132,8 +132,11 @@ impl Detector for ConnectionReset {
         let established = c.handshake.ack.is_some()
             || (c.role.inferred() && c.client.unique_bytes + c.server.unique_bytes > 0);
         // A reset answering the peer's FIN closes what the peer finished (an abortive close
-        // instead of a FIN of its own): nothing of the peer's is lost.
-        if !established || c.endpoint(ev.from.other()).fin.is_some() {
+        // instead of a FIN of its own): nothing of the peer's is lost. Nor is anything after
+        // the peer's own reset (judged when it came; resets crossing on the way): the
+        // connection was over.
+        let peer_end = c.endpoint(ev.from.other());
+        if !established || peer_end.fin.is_some() || peer_end.rst().is_some() {
             return;
         }
         // The RST's own sequence number is not data: in flight is from the tracker's view,
