@@ -514,6 +514,27 @@ fn syn_unanswered_ladder_fingerprints() {
 }
 
 #[test]
+fn a_syn_retry_on_a_connection_closed_unused_is_low() {
+    // alexa-app.pcapng 1598 (nDPI): a SYN sent again after 1 s, answered, then the client's
+    // FIN without a byte either way (the app used a connection it had opened beside it).
+    let lines = |request: u32| -> Vec<Line> {
+        vec![
+            (0, C, SYN, 1000, 0, 0, 1000, &[]),
+            (1000, C, SYN, 1000, 0, 0, 1000, &[]),
+            (1010, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+            (1010, C, ACK, 1001, 5001, 0, 1000, &[]),
+            (1020, C, PSH | ACK, 1001, 5001, request, 1000, &[]),
+            (1030, C, FIN | ACK, 1001 + request, 5001, 0, 1000, &[]),
+        ]
+    };
+    let f = one_of(run(&lines(0)), "syn-unanswered");
+    assert_eq!(f.cost_ns, 1000 * MS);
+    assert_eq!(f.confidence.level, Level::Low);
+    let f = one_of(run(&lines(100)), "syn-unanswered");
+    assert_eq!(f.confidence.level, Level::High);
+}
+
+#[test]
 fn a_syn_ack_lost_on_its_way_to_the_client_is_named_and_kept_out_of_the_round_trip() {
     // Captured at the server, 20 ms from the client: the SYN-ACK of 0 ms is lost on the way,
     // the client sends its SYN again at 1000 ms, the server answers at once, and the client's

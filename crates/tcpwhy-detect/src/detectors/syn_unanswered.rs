@@ -29,6 +29,10 @@
 //! fires) is not counted as sent again: no stack retries that soon for want of an answer, so
 //! it is a tool's packet or a copy the capture could not tell apart.
 //!
+//! **Confidence.** `low` when the client closed the connection without a byte sent either
+//! way: opened ahead of use, or the loser of a race between connections (a browser's or an
+//! app's), its handshake may have kept nobody waiting.
+//!
 //! **Known false positives.** A capture that misses the SYN-ACKs (asymmetric routing, capture
 //! loss) shows the same retries. A capture that holds only the server's packets cannot tell a
 //! lost SYN-ACK from a client that never answered until later (confidence low). SYNs answered by a stale ACK are `syn-stale-state` instead.
@@ -47,6 +51,9 @@ pub static INFO: Info = Info {
     title: "SYNs retransmitted without an answer (full backlog, drops, a lost SYN-ACK)",
     doc: include_str!("syn_unanswered.rs"),
 };
+
+/// Why a finding on a connection that carried no data is `low`.
+const UNUSED_REASON: &str = "the connection carried no data before the client closed it: it was opened ahead of use or lost a race with another the application used, so its handshake may have kept nobody waiting";
 
 /// At most this many SYN times are kept per connection (a Linux client gives up after 7).
 const MAX_SYNS: usize = 16;
@@ -299,6 +306,17 @@ impl Detector for SynUnanswered {
                 }
             )
         };
+        // A connection that never carried a byte either way was opened ahead of use or lost a
+        // race (an application that opens several and uses the first up): its handshake may
+        // have kept nobody waiting.
+        if first_answer.is_some()
+            && c.client.unique_bytes == 0
+            && c.server.unique_bytes == 0
+            && c.client.packets > 0
+            && (c.client.closed_ns().is_some() || c.client.rst().is_some())
+        {
+            f.confidence.lower(crate::Level::Low, UNUSED_REASON);
+        }
         if answer_lost && c.client.packets == 0 {
             f.confidence.lower(
                 crate::Level::Low,
