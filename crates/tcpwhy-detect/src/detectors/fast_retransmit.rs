@@ -78,9 +78,10 @@ impl FastRetransmits {
         // dropped it, the path did not.
         let overran = self.beyond_window * 2 > self.count;
         f.explanation = format!(
-            "{} recovered {} lost segments by fast retransmit (duplicate ACKs or SACK){}; {} lost.",
+            "{} resent {} lost segment{} by fast retransmit (after duplicate ACKs or SACK){}; {} lost.",
             side_name(c, side),
             self.count,
+            if self.count == 1 { "" } else { "s" },
             if overran {
                 format!(
                     ", {} of them first sent past the window the receiver advertised",

@@ -194,3 +194,44 @@ fn service_ports_name_the_server_of_a_connection_without_handshake() {
         "sorted for the search"
     );
 }
+
+#[test]
+fn syn_acks_sent_again_before_the_ack_are_kept_and_time_no_round_trip() {
+    // Captured at the server: SYN, SYN-ACK (lost on the way), the SYN again 1 s later, the
+    // SYN-ACK again, the client's ACK 20 ms after it. The ACK answered the second SYN-ACK
+    // (frame 4): the client's leg is 20 ms, and the handshake times no round trip.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 0);
+    r.seg(0, S, SYN | ACK, 5000, 1001, 0);
+    r.seg(1000, C, SYN, 1000, 0, 0);
+    r.seg(1000, S, SYN | ACK, 5000, 1001, 0);
+    r.seg(1020, C, ACK, 1001, 5001, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.handshake.syn_ack.map(|a| a.frame()), Some(2));
+    assert_eq!(
+        c.handshake.syn_acks_again().map(|(n, a)| (n, a.frame())),
+        Some((1, 4))
+    );
+    assert!(c.handshake.answer_lost());
+    assert_eq!(c.handshake_rtt_ns(), None);
+    assert_eq!(c.syn_ack_to_ack_ns(), Some(20 * MS));
+    // A copy of the SYN-ACK a millisecond later (no ID to tell it apart) lost nothing: the
+    // round trip is timed as usual.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 0);
+    r.seg(10, S, SYN | ACK, 5000, 1001, 0);
+    r.seg(11, S, SYN | ACK, 5000, 1001, 0);
+    r.seg(20, C, ACK, 1001, 5001, 0);
+    let c = &r.finish()[0];
+    assert!(!c.handshake.answer_lost());
+    assert_eq!(c.handshake_rtt_ns(), Some(20 * MS));
+    // A SYN-ACK sent again after the client's ACK (the accept queue's case) is not kept here.
+    let mut r = Run::new();
+    r.seg(0, C, SYN, 1000, 0, 0);
+    r.seg(10, S, SYN | ACK, 5000, 1001, 0);
+    r.seg(20, C, ACK, 1001, 5001, 0);
+    r.seg(1010, S, SYN | ACK, 5000, 1001, 0);
+    let c = &r.finish()[0];
+    assert_eq!(c.handshake.syn_acks_again(), None);
+    assert_eq!(c.handshake_rtt_ns(), Some(20 * MS));
+}
