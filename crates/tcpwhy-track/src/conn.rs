@@ -229,14 +229,6 @@ impl Handshake {
     pub fn answered_syn_ack(&self) -> Option<At> {
         self.syn_acks_again().map(|(_, a)| a).or(self.syn_ack)
     }
-    /// The server sent its SYN-ACK again at least `ANSWER_LOST_MIN_NS` after the first, with
-    /// no ACK in between: the first (or the client's ACK of it) was lost on the way.
-    pub fn answer_lost(&self) -> bool {
-        match (self.syn_ack, self.syn_acks_again()) {
-            (Some(a), Some((_, b))) => b.ts_ns - a.ts_ns >= ANSWER_LOST_MIN_NS,
-            _ => false,
-        }
-    }
 }
 
 /// `Connection::flags`: the handshake's SYN is the connection's first packet.
@@ -382,16 +374,25 @@ impl Connection {
     /// The server's first SYN-ACK: the handshake's, or, when the capture holds no SYN (it
     /// began with the SYN-ACK, or misses the client's packets), the connection's first packet.
     pub fn first_syn_ack(&self) -> Option<At> {
-        self.handshake.syn_ack.or(
-            (self.role == RoleSource::SynAck && self.client.isn().is_none()).then_some(self.first),
-        )
+        self.handshake.syn_ack.or_else(|| {
+            (self.role == RoleSource::SynAck && self.client.isn().is_none()).then_some(self.first)
+        })
+    }
+
+    /// The server sent its SYN-ACK again at least `ANSWER_LOST_MIN_NS` after the first, with
+    /// no ACK in between: the first (or the client's ACK of it) was lost on the way.
+    pub fn answer_lost(&self) -> bool {
+        match (self.first_syn_ack(), self.handshake.syn_acks_again()) {
+            (Some(a), Some((_, b))) => b.ts_ns - a.ts_ns >= ANSWER_LOST_MIN_NS,
+            _ => false,
+        }
     }
 
     /// SYN -> ACK of the handshake: one full round trip from any vantage point; None where the
-    /// server's answer was lost (`Handshake::answer_lost`): the wait for the retry is loss, and
+    /// server's answer was lost (`answer_lost`): the wait for the retry is loss, and
     /// the client's ACK need not follow the SYN-ACK it answered by one leg of the path.
     pub fn handshake_rtt_ns(&self) -> Option<i64> {
-        if self.handshake.answer_lost() {
+        if self.answer_lost() {
             return None;
         }
         Some(self.handshake.ack?.ts_ns - self.syn()?.ts_ns).filter(|d| *d >= 0)

@@ -195,11 +195,7 @@ impl Detector for SynUnanswered {
         let completed = c.handshake.ack.is_some()
             || c.server.closed_ns().is_some()
             || c.server.unique_bytes > 0;
-        let answer_lost = completed
-            && match (first_answer, c.handshake.answered_syn_ack()) {
-                (Some(a), Some(b)) => b.ts_ns - a.ts_ns >= ANSWER_LOST_MIN_NS,
-                _ => false,
-            };
+        let answer_lost = completed && c.answer_lost();
         let answered_by = if answer_lost {
             c.handshake.answered_syn_ack()
         } else {
