@@ -97,7 +97,7 @@ fn drive_full(
     drive_hook(disabled, scale, mptcp, server_port, mss, lines, |_, _| {})
 }
 
-/// The same with `hook(i, options)` run on the options of line `i` before it is fed.
+/// The same with `hook(i, segment)` run on the segment of line `i` before it is fed.
 fn drive_hook(
     disabled: &[String],
     scale: Option<u8>,
@@ -105,7 +105,7 @@ fn drive_hook(
     server_port: u16,
     mss: [Option<u16>; 2],
     lines: &[Line],
-    hook: impl Fn(usize, &mut TcpOptions),
+    hook: impl Fn(usize, &mut TcpSegment),
 ) -> Collect {
     let port = |p: u16| if p == S.1 { server_port } else { p };
     let mut out = Collect::default();
@@ -116,7 +116,7 @@ fn drive_hook(
         let to = if from == S { C } else { S };
         // The number of SACK blocks and the first block's edges reach the tracker and the
         // detectors.
-        let mut options = TcpOptions {
+        let options = TcpOptions {
             sack_count: sack.len() as u8,
             sack_first: sack
                 .first()
@@ -126,8 +126,7 @@ fn drive_hook(
             mptcp,
             ..TcpOptions::default()
         };
-        hook(i, &mut options);
-        let seg = TcpSegment {
+        let mut seg = TcpSegment {
             src: from.0,
             dst: to.0,
             src_port: port(from.1),
@@ -139,8 +138,10 @@ fn drive_hook(
             payload_len: len,
             options,
             ip_id: 0,
+            ttl: 64,
             first_fragment: false,
         };
+        hook(i, &mut seg);
         t.segment(&seg, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
     }
     t.finish_all(&mut det);
@@ -359,6 +360,53 @@ fn resends_after_the_receiver_closed_mid_transfer_may_have_had_no_one_waiting() 
     assert_eq!(rto.len(), 1, "{f:?}");
     assert_eq!(rto[0].details.json()["receiver_closed_first"], false);
     assert_eq!(rto[0].confidence.level, Level::High, "{:?}", rto[0]);
+}
+
+#[test]
+fn a_resend_after_its_sender_closed_and_before_it_reset_the_answer_had_no_one_waiting() {
+    // alexa-app.pcapng (nDPI), connection 2624: the client's last message goes in two
+    // segments, the first is lost, the client closes (FIN) before its fast retransmit, and
+    // resets the server's answer when it comes. Here: 100 bytes lost at 20 ms, 50 at 21 ms,
+    // the client's FIN at 25 ms, the server's SACK of the 50 at 31 ms, the resend at 40 ms
+    // (20 ms after the original), the server's ACK at 50 ms; then `end`: the server's answer
+    // at 51 ms and the client's reset of it 1 ms later, or the client's ACK of it (a
+    // half-close that kept reading), or no answer and the client's reset at 2 s (it gave up
+    // waiting on its own timer, as skype.pcap's stream 18 does: its wait was real).
+    let lines = |end: &[Line]| {
+        let mut l = with_hs(&[
+            (20, C, ACK, 1001, 5001, 100, 1000, &[]),
+            (21, C, ACK | PSH, 1101, 5001, 50, 1000, &[]),
+            (25, C, FIN | ACK, 1151, 5001, 0, 1000, &[]),
+            (31, S, ACK, 5001, 1001, 0, 1000, &[(1101, 1152)]),
+            (40, C, ACK, 1001, 5001, 100, 1000, &[]),
+            (50, S, ACK, 5001, 1152, 0, 1000, &[]),
+        ]);
+        l.extend_from_slice(end);
+        l
+    };
+    let answer: Line = (51, S, ACK | PSH, 5001, 1152, 200, 1000, &[]);
+    let fr = one_of(
+        run(&lines(&[answer, (52, C, RST, 1152, 0, 0, 0, &[])])),
+        "fast-retransmit",
+    );
+    assert_eq!(fr.cost_ns, 20 * MS);
+    assert_eq!(fr.details.json()["sender_closed_first"], true);
+    assert_eq!(fr.confidence.level, Level::Low, "{fr:?}");
+    assert!(
+        fr.explanation
+            .contains("closed its side 15.0 ms before the first resend"),
+        "{}",
+        fr.explanation
+    );
+    for end in [
+        vec![answer, (52, C, ACK, 1152, 5201, 0, 1000, &[][..])],
+        vec![(2000, C, RST, 1152, 0, 0, 0, &[][..])],
+    ] {
+        let fr = one_of(run(&lines(&end)), "fast-retransmit");
+        assert_eq!(fr.cost_ns, 20 * MS);
+        assert_eq!(fr.details.json()["sender_closed_first"], false, "{end:?}");
+        assert_eq!(fr.confidence.level, Level::High, "{fr:?}");
+    }
 }
 
 #[test]
@@ -634,7 +682,8 @@ fn a_resend_whose_ack_echoes_the_originals_timestamp_is_spurious() {
         (440, C, ACK, 1001, 5101, 0, 1000, &[]),
     ];
     let run_echo = |echo: u32| {
-        let stamp = |i: usize, o: &mut TcpOptions| {
+        let stamp = |i: usize, s: &mut TcpSegment| {
+            let o = &mut s.options;
             let ms = lines[i].0 as u32;
             o.timestamp = Some((ms, if i == 5 { echo } else { ms.saturating_sub(5) }));
         };
@@ -996,7 +1045,8 @@ fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
     // TSval left the server in the same tick as the ACK and came late through the network,
     // which is the path's; stamped 160 ticks later, it left 160 ms after it.
     let stamped = |answer_tsval: u32| {
-        let hook = |i: usize, o: &mut TcpOptions| {
+        let hook = |i: usize, s: &mut TcpSegment| {
+            let o = &mut s.options;
             let v = if i == 5 {
                 answer_tsval
             } else {
@@ -1738,6 +1788,7 @@ fn a_withheld_greeting_is_server_time_and_a_late_first_line_is_nobodys() {
                 payload_len: len,
                 options: TcpOptions::default(),
                 ip_id: 0,
+                ttl: 64,
                 first_fragment: false,
             };
             t.segment(&s, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
@@ -1844,6 +1895,81 @@ fn a_gap_the_capture_lost_is_nobodys_pause() {
         (541, S, ACK | PSH, 7001, 1101, 100, 1000, &[]),
     ]));
     assert_eq!(ids(&f), ["capture-loss"], "{f:?}");
+}
+
+#[test]
+fn a_reset_with_another_ttl_than_its_senders_packets_is_named_as_a_path_devices() {
+    // skype_no_unknown.pcap (nDPI), stream 1611: the server's stack acknowledges the request
+    // with TTL 54, and 640 ms later a reset in the server's name arrives with TTL 245 (a SYN
+    // proxy in front of it: 255 - 10 hops, against the server's 64 - 10). Here: the request
+    // at 20 ms, the server's ACK at 21 ms with TTL `ack_ttl`, the reset at 520 ms with TTL
+    // `rst_ttl`.
+    let reset = |ack_ttl: u8, rst_ttl: u8| {
+        let lines = with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (520, S, RST | ACK, 5001, 1101, 0, 0, &[]),
+        ]);
+        let hook = |i: usize, s: &mut TcpSegment| {
+            s.ttl = match i {
+                4 => ack_ttl,
+                5 => rst_ttl,
+                _ => 64,
+            };
+        };
+        let f = drive_hook(&[], None, false, S.1, [None, None], &lines, hook).findings;
+        one_of(f, "connection-reset")
+    };
+    let f = reset(54, 245);
+    // The same time lost as from the server itself: the request's 500 ms.
+    assert_eq!(f.cost_ns, 500 * MS);
+    let d = f.details.json();
+    assert_eq!(d["path_device"], true);
+    assert_eq!(
+        (d["reset_ttl"].clone(), d["sender_ttl"].clone()),
+        (245.into(), 54.into())
+    );
+    assert!(
+        f.explanation
+            .starts_with("a device on the path reset the connection in the name of the server"),
+        "{}",
+        f.explanation
+    );
+    assert!(f
+        .explanation
+        .contains("TTL 245, the server's own packets with 54"));
+    // 255 - 245 = 10 hops, 64 - 54 = 10 hops: at the server's distance.
+    assert!(
+        f.fix
+            .contains("TTL 245 (a stack starting at 255: 10 hops away)"),
+        "{}",
+        f.fix
+    );
+    assert!(f.fix.contains("with 54 (64: 10 hops)"), "{}", f.fix);
+    assert!(f.fix.contains("in front of it"), "{}", f.fix);
+    // 255 - 244 = 11 hops against 64 - 55 = 9 (skype_no_unknown.pcap's 1348): another
+    // device, whose place the TTLs do not tell.
+    let f = reset(55, 244);
+    assert_eq!(f.details.json()["path_device"], true);
+    assert!(f.fix.contains("proxy sent it; find"), "{}", f.fix);
+    // A nearer device with the same initial TTL: 60 (4 hops) against the server's 54 (10).
+    let f = reset(54, 60);
+    assert_eq!(f.details.json()["path_device"], true);
+    assert!(
+        f.fix.contains("about 4 hops from the capture point"),
+        "{}",
+        f.fix
+    );
+    // A route that changed by a hop or three: the server's own reset.
+    for rst_ttl in [51, 55, 57] {
+        let f = reset(54, rst_ttl);
+        assert_eq!(f.details.json()["path_device"], false, "TTL {rst_ttl}");
+        assert!(
+            f.explanation.starts_with("the server ("),
+            "{}",
+            f.explanation
+        );
+    }
 }
 
 #[test]
@@ -2247,6 +2373,7 @@ fn compact_connections_give_the_findings_full_ones_do() {
                 payload_len: len,
                 options,
                 ip_id: i as u16 + 1,
+                ttl: 64,
                 first_fragment: false,
             };
             t.segment(&seg, At::new(i as u64 + 1, ms * MS), 54 + len, &mut det);
@@ -2864,7 +2991,8 @@ fn far_from_the_sender_a_segment_echoing_the_late_ack_was_released_by_it() {
             (61 + b, S, ACK | PSH, 5001, 1201, 10, 1000, &[]),
         ];
         // Line i carries TSval 1000 + i; B echoes the late ACK's (line 4) or the SYN-ACK's.
-        let hook = |i: usize, o: &mut TcpOptions| {
+        let hook = |i: usize, s: &mut TcpSegment| {
+            let o = &mut s.options;
             let ecr = match (i, echo) {
                 (5, true) => 1004,
                 (5, false) => 1001,
@@ -2900,7 +3028,8 @@ fn a_full_segment_is_the_mss_less_the_timestamp_option() {
             (80, C, ACK, 1011, 5001 + len, 0, 1000, &[]),
             (80, S, ACK | PSH, 5001 + len, 1011, len, 1000, &[]),
         ];
-        let hook = |i: usize, o: &mut TcpOptions| {
+        let hook = |i: usize, s: &mut TcpSegment| {
+            let o = &mut s.options;
             o.timestamp = Some((1000 + i as u32, 0));
         };
         let mss = [Some(1460), Some(1460)];

@@ -50,6 +50,7 @@ pub(crate) struct Syn {
     window_scale: u8,
     flags: u8,
     opts: u8,
+    ttl: u8,
 }
 
 const _: () = assert!(std::mem::size_of::<Syn>() == 48);
@@ -83,6 +84,7 @@ impl Syn {
             mss: o.mss.unwrap_or(0),
             window_scale: o.window_scale.unwrap_or(0),
             flags: f.0,
+            ttl: seg.ttl,
             opts: bit(o.mss.is_some(), MSS)
                 | bit(o.window_scale.is_some(), WSCALE)
                 | bit(o.sack_permitted, SACK_OK)
@@ -114,6 +116,7 @@ impl Syn {
                 tfo_cookie: false,
             },
             ip_id: self.ip_id,
+            ttl: self.ttl,
             first_fragment: false,
         }
     }
@@ -174,14 +177,21 @@ impl Embryo {
         let same = (seg.src, seg.src_port) == self.client
             && (syn.seq, syn.ack, syn.tsecr, syn.frame_len)
                 == (first.seq, first.ack, first.tsecr, first.frame_len)
-            && (syn.window, syn.mss, syn.window_scale, syn.flags, syn.opts)
-                == (
-                    first.window,
-                    first.mss,
-                    first.window_scale,
-                    first.flags,
-                    first.opts,
-                );
+            && (
+                syn.window,
+                syn.mss,
+                syn.window_scale,
+                syn.flags,
+                syn.opts,
+                syn.ttl,
+            ) == (
+                first.window,
+                first.mss,
+                first.window_scale,
+                first.flags,
+                first.opts,
+                first.ttl,
+            );
         if !same || self.again.len() >= MAX_AGAIN {
             return false;
         }

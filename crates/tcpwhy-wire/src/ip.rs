@@ -11,6 +11,7 @@ mod v4 {
     pub const TOTAL_LEN: std::ops::Range<usize> = 2..4;
     pub const IDENT: std::ops::Range<usize> = 4..6;
     pub const FLAGS_FRAG: std::ops::Range<usize> = 6..8;
+    pub const TTL: usize = 8;
     pub const PROTOCOL: usize = 9;
     pub const SRC: std::ops::Range<usize> = 12..16;
     pub const DST: std::ops::Range<usize> = 16..20;
@@ -23,6 +24,7 @@ mod v6 {
     pub const HEADER: usize = 40;
     pub const PAYLOAD_LEN: std::ops::Range<usize> = 4..6;
     pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
     pub const SRC: std::ops::Range<usize> = 8..24;
     pub const DST: std::ops::Range<usize> = 24..40;
     /// Extension headers walked before giving up (RFC 8200 section 4.1 orders at most ~8).
@@ -97,6 +99,7 @@ fn decode_v4(
     seg.src = IpAddr::V4(Ipv4Addr::new(s[0], s[1], s[2], s[3]));
     seg.dst = IpAddr::V4(Ipv4Addr::new(d[0], d[1], d[2], d[3]));
     seg.ip_id = be16(data, v4::IDENT);
+    seg.ttl = data[v4::TTL];
     seg.first_fragment = flags_frag & v4::MF != 0;
     Ok(None)
 }
@@ -135,6 +138,7 @@ fn decode_v6(
                 seg.src = IpAddr::V6(addr16(&data[v6::SRC]));
                 seg.dst = IpAddr::V6(addr16(&data[v6::DST]));
                 seg.ip_id = 0;
+                seg.ttl = data[v6::HOP_LIMIT];
                 seg.first_fragment = first_fragment;
                 return Ok(None);
             }

@@ -53,6 +53,9 @@ pub struct TcpSegment {
     pub options: TcpOptions,
     /// IPv4 identification (0 for IPv6), used to recognise the same packet captured twice.
     pub ip_id: u16,
+    /// IPv4 TTL or IPv6 hop limit as captured. A packet that another device sent in a host's
+    /// name (a firewall's reset, a SYN proxy's SYN-ACK) usually arrives with another.
+    pub ttl: u8,
     /// True for the first fragment of a fragmented IP datagram (it carries the TCP header, but
     /// `payload_len` covers only this fragment).
     pub first_fragment: bool,
@@ -81,6 +84,7 @@ impl TcpSegment {
             tfo_cookie: false,
         },
         ip_id: 0,
+        ttl: 0,
         first_fragment: false,
     };
 }

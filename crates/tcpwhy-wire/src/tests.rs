@@ -47,7 +47,7 @@ fn ipv6(first_next: u8, ext: &[u8], tcp: &[u8], payload: usize) -> Vec<u8> {
     let mut p = vec![0x60, 0, 0, 0];
     p.extend_from_slice(&plen.to_be_bytes());
     p.push(first_next);
-    p.push(64);
+    p.push(57); // hop limit
     p.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
     p.extend_from_slice(&Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2).octets());
     p.extend_from_slice(ext);
@@ -105,6 +105,7 @@ fn ethernet_ipv4_syn_with_options() {
     assert!(s.options.sack_permitted);
     assert_eq!(s.options.timestamp, Some((1, 0)));
     assert_eq!(s.ip_id, 0x1234);
+    assert_eq!(s.ttl, 64);
     assert!(!s.first_fragment);
 }
 
@@ -253,6 +254,7 @@ fn ipv6_extension_headers_are_walked() {
     let s = tcp_of(decode(LinkType::IPV6, &p, p.len() as u32));
     assert_eq!(s.payload_len, 33);
     assert_eq!(s.src, IpAddr::V6(Ipv6Addr::LOCALHOST));
+    assert_eq!(s.ttl, 57, "the hop limit");
     // First fragment (offset 0, M=1) carries TCP; a later fragment is skipped.
     let first = ipv6(44, &[6, 0, 0, 1, 0, 0, 0, 1], &tcp, 8);
     assert!(tcp_of(decode(LinkType::RAW, &first, first.len() as u32)).first_fragment);

@@ -23,6 +23,14 @@
 //! An RST that acknowledges (RST,ACK) every byte the peer sent shows none of the peer's data
 //! was in flight: a close with unread data (a TLS close_notify) after a complete response.
 //!
+//! **Who sent it.** A firewall, IPS, load balancer or SYN proxy that cuts a connection sends
+//! the reset in the host's name, from its own IP stack: its TTL (IPv6 hop limit) is its own
+//! initial value less its own distance, not the host's. A reset whose TTL differs by more than
+//! `PATH_DEVICE_HOPS` from the TTL of the same side's last ordinary segment (neither SYN, FIN
+//! nor RST) came from another device (a route that changes mid-connection moves TTLs by a
+//! hop or two): the explanation and the fix name that device, with both TTLs and the hops
+//! they suggest, instead of the host's application.
+//!
 //! A client that resets its request after the server's stack acknowledged it and nothing was
 //! answered for a second or more gave up waiting (its timeout): the explanation and the fix
 //! name the server that did not answer, not the client's abort.
@@ -78,6 +86,8 @@ pub(crate) struct Reset {
     /// Only the open request was outstanding, and the server had shown before it that it
     /// sends on its own schedule (the exchange model's `SERVER_OWN`).
     own_schedule: bool,
+    /// The reset's TTL and the TTL of the resetter's last ordinary segment (0: none).
+    ttl: (u8, u8),
 }
 
 #[derive(Default)]
@@ -93,6 +103,28 @@ const OWN_SCHEDULE_REASON: &str = "the open request may not be one: before it th
 /// A client that resets its own acknowledged request after this long gave up waiting for the
 /// answer (client timeouts are seconds); sooner, it meant to abort.
 const GAVE_UP_NS: i64 = 1_000_000_000;
+
+/// A reset whose TTL differs from its sender's own segments by more than this many hops came
+/// from another device: a route change moves TTLs by a hop or two, while a middlebox's reset
+/// differs by its distance from the host or, far more often, by a different initial TTL
+/// (255 against Linux's 64: 245 against 54 on real captures).
+const PATH_DEVICE_HOPS: u8 = 3;
+
+/// The initial TTL a received `ttl` most likely started from (the common ones: 64 for Linux
+/// and macOS, 128 for Windows, 255 for network equipment, 32 for old stacks), and the hops
+/// it crossed since.
+fn hops(ttl: u8) -> (u8, u8) {
+    let start = [32u8, 64, 128, 255]
+        .into_iter()
+        .find(|&s| ttl <= s)
+        .unwrap_or(255);
+    (start, start - ttl)
+}
+
+/// The reset's TTL `rst` came from another device than the side's own segments (`own`).
+fn other_device((rst, own): (u8, u8)) -> bool {
+    own != 0 && rst.abs_diff(own) > PATH_DEVICE_HOPS
+}
 
 /// Bytes of data `side` sent that its peer has not acknowledged (as far as the capture saw;
 /// its FIN is no data).
@@ -119,7 +151,11 @@ impl Detector for ConnectionReset {
         ev: &SegmentEvent<'_>,
         _out: &mut Vec<Finding>,
     ) {
-        if !ev.seg.flags.rst() {
+        let flags = ev.seg.flags;
+        if !flags.rst() {
+            if !flags.syn() && !flags.fin() {
+                cs.own_ttl[ev.from as usize] = ev.seg.ttl;
+            }
             return;
         }
         if let Some(r) = cs.extra.peek_mut::<Reset>(WHOLE) {
@@ -194,6 +230,7 @@ impl Detector for ConnectionReset {
                 request,
                 in_flight,
                 own_schedule,
+                ttl: (ev.seg.ttl, cs.own_ttl[ev.from as usize]),
             },
         );
     }
@@ -286,10 +323,21 @@ impl Detector for ConnectionReset {
         } else {
             what
         };
+        let device = other_device(r.ttl);
+        let after = ms(r.rst.ts_ns - c.first.ts_ns);
+        let opening = if device {
+            format!(
+                "a device on the path reset the connection in the name of {} {after} after it began (the reset came with TTL {}, the {}'s own packets with {})",
+                side_name(c, r.by),
+                r.ttl.0,
+                r.by.name(),
+                r.ttl.1
+            )
+        } else {
+            format!("{} reset the connection {after} after it began", side_name(c, r.by))
+        };
         f.explanation = format!(
-            "{} reset the connection {} after it began, with {what}{}{}; the work in progress never completed ({spent}).",
-            side_name(c, r.by),
-            ms(r.rst.ts_ns - c.first.ts_ns),
+            "{opening}, with {what}{}{}; the work in progress never completed ({spent}).",
             if r.resets > 1 {
                 format!(" ({} resets: the peer kept sending)", r.resets)
             } else {
@@ -307,7 +355,28 @@ impl Detector for ConnectionReset {
         if r.own_schedule {
             f.confidence.lower(Level::Low, OWN_SCHEDULE_REASON);
         }
-        f.fix = if unanswered {
+        f.fix = if device {
+            let ((s1, h1), (s2, h2)) = (hops(r.ttl.0), hops(r.ttl.1));
+            let place = match h1.cmp(&h2) {
+                std::cmp::Ordering::Equal => format!(
+                    " (as far from the capture point as the {} itself: a load balancer, firewall or SYN proxy in front of it)",
+                    r.by.name()
+                ),
+                std::cmp::Ordering::Less => format!(
+                    " (between the capture point and the {}, about {h1} hops from the capture point)",
+                    r.by.name()
+                ),
+                std::cmp::Ordering::Greater => String::new(),
+            };
+            format!(
+                "the reset did not come from the {}'s host: it came with TTL {} (a stack starting at {s1}: {h1} hops away), the {}'s own packets with {} ({s2}: {h2} hops), so a firewall, IPS, load balancer or proxy sent it{place}; find that device and why it cut the connection (an idle or connection-tracking timeout, an inspection or policy rule, a connection limit)",
+                r.by.name(),
+                r.ttl.0,
+                r.by.name(),
+                r.ttl.1,
+            )
+            .into()
+        } else if unanswered {
             "the server's stack acknowledged the request and its application never answered: the client gave up (its timeout) and the reset is the consequence; find why the server did not answer (stuck or overloaded, waiting on a backend, or rejecting the request without a word)".into()
         } else if gave_up {
             format!(
@@ -329,10 +398,13 @@ impl Detector for ConnectionReset {
             counted_as_retransmission_ms: ms_f(counted),
             gave_up_on_silent_peer: gave_up,
             outstanding_ms: ms_f(span),
+            path_device: device,
             request_open: r.request.is_some(),
             reset_by: r.by.name(),
+            reset_ttl: r.ttl.0,
             resets: r.resets,
             response_begun: r.request.map(|q| q.1),
+            sender_ttl: (r.ttl.1 != 0).then_some(r.ttl.1),
             server_bytes_in_flight: r.in_flight[1],
         }
         .into();
@@ -349,9 +421,17 @@ pub struct ConnectionResetDetails {
     pub counted_as_retransmission_ms: f64,
     pub gave_up_on_silent_peer: bool,
     pub outstanding_ms: f64,
+    /// The reset came from another device than the `reset_by` side's own segments (their
+    /// TTLs differ by more than `PATH_DEVICE_HOPS`): a firewall, IPS, load balancer or proxy.
+    pub path_device: bool,
     pub request_open: bool,
     pub reset_by: &'static str,
+    /// The reset's IP TTL (IPv6 hop limit).
+    pub reset_ttl: u8,
     pub resets: u32,
     pub response_begun: Option<bool>,
+    /// The TTL of the `reset_by` side's last segment that was neither SYN, FIN nor RST (null:
+    /// it sent none).
+    pub sender_ttl: Option<u8>,
     pub server_bytes_in_flight: u64,
 }

@@ -10,14 +10,23 @@
 //!
 //! **Cost.** From the original transmission to the retransmission (about one RTT each).
 //!
+//! **Whose wait.** A sender that closed its side (FIN) after the lost data left and before
+//! its resend, and then answered the peer's next packet with a reset (a socket closed for
+//! good), waited for nothing after its close: nobody on its side waited for the resends
+//! (details `sender_closed_first`, confidence `low`). The same holds for
+//! `rto-retransmission`. A sender that only half-closed and later reset a silent peer gave
+//! up waiting on its own timer: that wait was real.
+//!
 //! **Known false positives.** Reordering beyond the duplicate-ACK threshold triggers spurious
 //! fast retransmits (D-SACK then shows them).
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; docs/tcp-signatures.md section 5.
 
-use super::resend::{evidence, where_lost, Retx};
+use super::resend::{
+    evidence, sender_closed_first, sender_closed_sentence, where_lost, Retx, SENDER_CLOSED,
+};
 use super::side_name;
-use crate::finding::ms;
+use crate::finding::{ms, Level};
 use crate::{Finding, Info};
 use tcpwhy_track::{Connection, Side};
 
@@ -92,6 +101,12 @@ impl FastRetransmits {
             },
             ms(self.total_ns)
         );
+        let closed = sender_closed_first(c, side, first.from_ns, first.at.ts_ns);
+        if let Some(fin) = closed {
+            f.explanation
+                .push_str(&sender_closed_sentence(fin, first.at.ts_ns));
+            f.confidence.lower(Level::Low, SENDER_CLOSED);
+        }
         f.fix = if overran {
             format!(
                 "the sender overran the receiver's window and the receiver ({}) dropped what had no room: not loss on the path. Find why the sender ignores the advertised window (its TCP stack, a middlebox rewriting windows or stripping window scaling) or why the receiver's buffer stays full (an application not reading)",
@@ -105,6 +120,7 @@ impl FastRetransmits {
             beyond_window: self.beyond_window,
             retransmissions: self.count,
             sender: side.name(),
+            sender_closed_first: closed.is_some(),
         }
         .into();
         out.push(f);
@@ -118,4 +134,6 @@ pub struct FastRetransmitDetails {
     pub beyond_window: u32,
     pub retransmissions: u32,
     pub sender: &'static str,
+    /// The sender closed its side before the first resend, then reset the peer's next packet.
+    pub sender_closed_first: bool,
 }

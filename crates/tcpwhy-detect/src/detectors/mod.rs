@@ -286,6 +286,11 @@ pub struct ConnState {
     /// Path-latency's segment counts of the exchange under way and the first exchange's
     /// round-trip cap (`path_latency::Segs`), here in padding for the same reason.
     pub(crate) path_latency_segs: u16,
+    /// Connection-reset's record of the IP TTL (hop limit) of each side's last segment that
+    /// was neither SYN, FIN nor RST (0: none yet), by `Side as usize`: what its own packets
+    /// arrive with, against which a reset in its name is judged. In padding here too (the
+    /// tracker's `Connection` has no byte left).
+    pub(crate) own_ttl: [u8; 2],
     pub(crate) server_delay_exchanges: u32,
     /// Server-delay's fastest exchange so far (last request byte to the first answer byte, in
     /// microseconds, at least 1; 0: none), which bounds the round trip (`bounded_rtt`).

@@ -24,11 +24,16 @@
 //! the capture missed) after the first resent data left and before the first resend had most
 //! likely given up on the transfer (an HTTP client closing mid-response): nobody may have
 //! waited for the resends (details `receiver_closed_first`, confidence `low`); had it only
-//! half-closed and kept reading, the cost is its wait.
+//! half-closed and kept reading, the cost is its wait. A sender that closed its side after
+//! the lost data left and before the first resend, and then answered the peer's next packet
+//! with a reset (a socket closed for good), waited for nothing after its close (details
+//! `sender_closed_first`, confidence `low`).
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
-use super::resend::{evidence, where_lost, Retx};
+use super::resend::{
+    evidence, sender_closed_first, sender_closed_sentence, where_lost, Retx, SENDER_CLOSED,
+};
 use super::side_name;
 
 use crate::finding::{ms, ms_f, Level};
@@ -153,6 +158,12 @@ impl Timeouts {
             ));
             f.confidence.lower(Level::Low, CLOSED_FIRST);
         }
+        let sender_closed = sender_closed_first(c, side, first.from_ns, first.at.ts_ns);
+        if let Some(fin) = sender_closed {
+            f.explanation
+                .push_str(&sender_closed_sentence(fin, first.at.ts_ns));
+            f.confidence.lower(Level::Low, SENDER_CLOSED);
+        }
         f.fix = if silent {
             format!(
                 "the receiver ({}) sent nothing through the last resends ({} silent to the connection's end): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
@@ -183,6 +194,7 @@ impl Timeouts {
             receiver_silent: silent,
             retransmissions: st.count,
             sender: side.name(),
+            sender_closed_first: sender_closed.is_some(),
             sender_stalled: stalled,
             tail: st.tail,
             waits_ms: waits,
@@ -204,6 +216,8 @@ pub struct RtoRetransmissionDetails {
     pub receiver_silent: bool,
     pub retransmissions: u32,
     pub sender: &'static str,
+    /// The sender closed its side before the first resend, then reset the peer's next packet.
+    pub sender_closed_first: bool,
     pub sender_stalled: bool,
     pub tail: u32,
     pub waits_ms: Vec<f64>,

@@ -480,6 +480,7 @@ fn seg_event(
     }
     let s = TcpSegment {
         ip_id: id,
+        ttl: 64,
         ..segment(from, peer(from), flags, seq, ack, len)
     };
     r.frame += 1;

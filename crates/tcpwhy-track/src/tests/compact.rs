@@ -88,6 +88,7 @@ fn syn_heavy_traffic(n: usize) -> Vec<(TcpSegment, At, u32)> {
                 TcpOptions::default()
             },
             ip_id,
+            ttl: 64,
             first_fragment: false,
         };
         out.push((
@@ -108,6 +109,7 @@ fn syn_heavy_traffic(n: usize) -> Vec<(TcpSegment, At, u32)> {
             flags: TcpFlags(SYN),
             window: 1000,
             ip_id: i as u16 + 1,
+            ttl: 64,
             ..TcpSegment::EMPTY
         };
         out.push((
@@ -240,6 +242,7 @@ fn a_flood_of_unanswered_syns_stays_compact() {
         flags: TcpFlags(SYN),
         window: 512,
         ip_id: i as u16,
+        ttl: 64,
         ..TcpSegment::EMPTY
     };
     let done = &mut r.done;

@@ -51,6 +51,7 @@ fn random_traffic(n: usize) -> Vec<(TcpSegment, At)> {
             },
             options: TcpOptions::default(),
             ip_id: frame as u16,
+            ttl: 64,
             first_fragment: false,
         };
         out.push((seg, At::new(frame, ts)));

@@ -340,6 +340,7 @@ fn connections_due_at_once_finish_in_id_order_whatever_order_their_frames_came_i
         payload_len: 0,
         options: TcpOptions::default(),
         ip_id: 0,
+        ttl: 64,
         first_fragment: false,
     };
     // Three SYNs stamped at the same time, given frame numbers 9, 4, 7.

@@ -50,6 +50,7 @@ fn segment(
         payload_len: len,
         options: TcpOptions::default(),
         ip_id: 0,
+        ttl: 64,
         first_fragment: false,
     }
 }
@@ -211,6 +212,7 @@ fn seg_id(
 ) {
     let s = TcpSegment {
         ip_id: id,
+        ttl: 64,
         ..segment(from, peer(from), flags, seq, ack, len)
     };
     r.frame += 1;
