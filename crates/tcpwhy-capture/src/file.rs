@@ -45,6 +45,28 @@ struct Head {
     orig_len: u32,
 }
 
+/// One packet of a file read whole to be put in time order (`Sorted`).
+#[derive(Clone, Copy, Debug)]
+struct Spooled {
+    ts_ns: i64,
+    /// Its frame number in the file (1-based).
+    frame: u64,
+    link: LinkType,
+    orig_len: u32,
+    /// Its bytes: `Sorted::bytes[start..start + len]`.
+    start: usize,
+    len: u32,
+}
+
+/// A file whose records step back in time, read whole and sorted by time (stably: packets
+/// stamped alike keep the file's order).
+struct Sorted {
+    packets: Vec<Spooled>,
+    bytes: Vec<u8>,
+    /// The index of the packet handed out (`usize::MAX` before the first).
+    at: usize,
+}
+
 /// How the file is parsed.
 enum Inner {
     /// Legacy pcap, records handed out in place (crate::pcap).
@@ -73,6 +95,11 @@ pub struct FileReader {
     stats: ContainerStats,
     /// The input's size when it is a regular file (`size`).
     size: Option<u64>,
+    /// The file's packets in time order, when it was read whole to sort them.
+    sorted: Option<Box<Sorted>>,
+    /// Hand out a sorted packet with its frame number in the file (the only input), not the
+    /// number its caller gives (several inputs, numbered in the merged order).
+    pub(crate) keep_numbers: bool,
 }
 
 /// What to do with a block the parser rejected.
@@ -159,7 +186,77 @@ impl FileReader {
             compressed: false,
             message: format!("cannot open: {e}"),
         })?;
-        Self::from_opened(path, opened)
+        let mut r = Self::from_opened(path, opened)?;
+        if r.size.is_some() && options.sort_max_bytes > 0 && !r.in_time_order(path, options) {
+            r.sort_in_time()?;
+        }
+        Ok(r)
+    }
+
+    /// Whether the regular file at `path` (which `self` opened) is in time order or too large
+    /// to be sorted: a second reader walks it to its first record stamped before the one
+    /// before it, or to its end, or past `options.sort_max_bytes`. A file that cannot be read
+    /// through (a corrupt block, a read error) is left in its own order, to fail or warn as
+    /// it does.
+    fn in_time_order(&self, path: &str, options: ReadOptions) -> bool {
+        if !self.compressed && self.size.is_some_and(|n| n > options.sort_max_bytes) {
+            return true;
+        }
+        let Ok(mut scan) = FileReader::open_with(
+            path,
+            ReadOptions {
+                read_ahead: false,
+                sort_max_bytes: 0,
+            },
+        ) else {
+            return true;
+        };
+        let mut last = i64::MIN;
+        let mut stepped_back = false;
+        loop {
+            if scan.advance().is_err() || scan.offset() > options.sort_max_bytes {
+                return true;
+            }
+            match scan.head_ts() {
+                // An uncompressed file's size is known: its first step back decides.
+                Some(ts) if ts < last && !self.compressed => return false,
+                Some(ts) => {
+                    stepped_back |= ts < last;
+                    last = last.max(ts);
+                }
+                None => return !stepped_back,
+            }
+        }
+    }
+
+    /// Read the whole file and hand its packets out in time order from now on.
+    fn sort_in_time(&mut self) -> Result<(), CaptureError> {
+        let mut packets = Vec::new();
+        let mut bytes = Vec::new();
+        loop {
+            self.advance()?;
+            let Some(p) = self.head(packets.len() as u64 + 1, 0) else {
+                break;
+            };
+            let spooled = Spooled {
+                ts_ns: p.ts_ns,
+                frame: p.frame,
+                link: p.link,
+                orig_len: p.orig_len,
+                start: bytes.len(),
+                len: p.data.len() as u32,
+            };
+            bytes.extend_from_slice(p.data);
+            packets.push(spooled);
+        }
+        packets.sort_by_key(|p| p.ts_ns);
+        self.stats.sorted_inputs = 1;
+        self.sorted = Some(Box::new(Sorted {
+            packets,
+            bytes,
+            at: usize::MAX,
+        }));
+        Ok(())
     }
 
     /// Read a capture from any byte stream; `name` is used in messages.
@@ -290,6 +387,8 @@ impl FileReader {
             warning: None,
             stats: ContainerStats::default(),
             size: None,
+            sorted: None,
+            keep_numbers: false,
         }
     }
 
@@ -372,6 +471,10 @@ impl FileReader {
 
     /// Move to the next packet. At the end, `head_ts()` returns `None`.
     pub(crate) fn advance(&mut self) -> Result<(), CaptureError> {
+        if let Some(s) = &mut self.sorted {
+            s.at = s.at.wrapping_add(1);
+            return Ok(());
+        }
         self.head = None;
         self.record = None;
         if self.done {
@@ -652,10 +755,24 @@ impl FileReader {
     }
 
     pub(crate) fn head_ts(&self) -> Option<i64> {
+        if let Some(s) = &self.sorted {
+            return s.packets.get(s.at).map(|p| p.ts_ns);
+        }
         self.head.map(|h| h.ts_ns)
     }
 
     pub(crate) fn head(&self, frame: u64, source: usize) -> Option<Packet<'_>> {
+        if let Some(s) = &self.sorted {
+            let p = s.packets.get(s.at)?;
+            return Some(Packet {
+                frame: if self.keep_numbers { p.frame } else { frame },
+                ts_ns: p.ts_ns,
+                link: p.link,
+                data: s.bytes.get(p.start..p.start + p.len as usize)?,
+                orig_len: p.orig_len,
+                source,
+            });
+        }
         let data = match (&self.inner, &self.record) {
             (Inner::Pcap(r), Some(rec)) => r.data(rec),
             _ => &self.buf,

@@ -126,6 +126,9 @@ pub struct ContainerStats {
     /// pcapng packet blocks whose framing was sound but whose contents lied (a captured length
     /// beyond the block, say): skipped, the blocks after them read.
     pub corrupt_blocks: u64,
+    /// Inputs read whole and handed out in time order (`ReadOptions::sort_max_bytes`): their
+    /// steps back (`timestamps_backwards`) were undone.
+    pub sorted_inputs: u64,
 }
 
 impl ContainerStats {
@@ -143,11 +146,16 @@ impl ContainerStats {
         self.timestamps_invalid += o.timestamps_invalid;
         self.backwards_max_ns = self.backwards_max_ns.max(o.backwards_max_ns);
         self.corrupt_blocks += o.corrupt_blocks;
+        self.sorted_inputs += o.sorted_inputs;
     }
 }
 
+/// A regular file up to this many bytes (decompressed) whose records step back in time is read
+/// whole and handed out in time order (`ReadOptions::sort_max_bytes`).
+pub const SORT_MAX_BYTES: u64 = 64 << 20;
+
 /// How inputs are read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Read (and decompress) each input on a thread of its own, up to 4 MiB ahead of the
     /// parser, which then parses the blocks as they come (pcap) or copies them out (pcapng)
@@ -155,6 +163,22 @@ pub struct ReadOptions {
     /// with a core to spare. Inputs whose first 64 KiB hold all of them are read at once,
     /// without a thread.
     pub read_ahead: bool,
+    /// A regular file of at most this many bytes (decompressed; 0: none) whose records are not
+    /// in time order (merged without sorting, shuffled, copies appended with their old times)
+    /// is read whole into memory and its packets handed out in time order, keeping their
+    /// frame numbers (a stable sort: packets stamped alike keep the file's order), as
+    /// `reordercap` would write the file. Finding that out reads the file once more, up to
+    /// its first step back; a larger file, or a pipe, is read in its own order.
+    pub sort_max_bytes: u64,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            read_ahead: false,
+            sort_max_bytes: SORT_MAX_BYTES,
+        }
+    }
 }
 
 /// Several capture files read as one, merged by timestamp.
@@ -191,7 +215,11 @@ impl Capture {
     /// Build a capture from readers already opened (for example over in-memory bytes).
     pub fn from_readers(mut files: Vec<FileReader>) -> Result<Capture, CaptureError> {
         let mut warnings = Vec::new();
+        // One input sorted in time keeps the file's frame numbers (as Wireshark numbers the
+        // file); several are numbered in the merged order.
+        let one = files.len() == 1;
         for f in files.iter_mut() {
+            f.keep_numbers = one;
             f.advance()?;
             warnings.extend(f.take_warning());
         }

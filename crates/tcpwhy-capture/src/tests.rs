@@ -300,7 +300,7 @@ fn several_files_merge_by_time_and_number_frames_globally() {
 }
 
 #[test]
-fn backwards_timestamps_are_counted_not_reordered() {
+fn backwards_timestamps_in_a_stream_are_counted_not_reordered() {
     let f = pcap(
         false,
         false,
@@ -315,6 +315,86 @@ fn backwards_timestamps_are_counted_not_reordered() {
     assert_eq!(n, 3);
     assert_eq!(cap.stats().timestamps_backwards, 1);
     assert_eq!(cap.stats().backwards_max_ns, 1_000_000_000);
+}
+
+/// Every packet of `paths` read as one capture with `options`: (frame, seconds, first data
+/// byte), and the capture's counters.
+fn read_files(paths: &[String], options: ReadOptions) -> (Vec<(u64, i64, u8)>, ContainerStats) {
+    let mut cap = Capture::open_with(paths, options).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = cap.next().unwrap() {
+        out.push((p.frame, p.ts_ns / 1_000_000_000, p.data[0]));
+    }
+    (out, cap.stats())
+}
+
+/// Small cases of what tcpflow's test5-lines-randomized.pcap (records shuffled) and
+/// packetbeat's wsgi_drum.pcap (copies of earlier records appended with their old times)
+/// are: a regular file whose records step back is read whole and handed out in time order,
+/// each packet with its frame number in the file (as Wireshark shows it); packets stamped
+/// alike keep the file's order.
+#[test]
+fn a_regular_file_out_of_time_order_is_read_in_time_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: [(u32, u32, &[u8]); 5] = [
+        (5, 0, &[1; 20]),
+        (4, 0, &[2; 20]),
+        (6, 0, &[3; 20]),
+        (4, 0, &[4; 20]),
+        (5, 0, &[5; 20]),
+    ];
+    let bytes = pcap(false, false, 1, &recs);
+    let plain = dir.path().join("shuffled.pcap");
+    std::fs::write(&plain, &bytes).unwrap();
+    let zipped = dir.path().join("shuffled.pcap.gz");
+    std::fs::write(&zipped, gzip(&bytes)).unwrap();
+    let sorted = vec![(2, 4, 2), (4, 4, 4), (1, 5, 1), (5, 5, 5), (3, 6, 3)];
+    for path in [&plain, &zipped] {
+        let name = path.to_string_lossy().into_owned();
+        let (rows, stats) = read_files(std::slice::from_ref(&name), ReadOptions::default());
+        assert_eq!(rows, sorted, "{name}");
+        assert_eq!(stats.sorted_inputs, 1);
+        assert_eq!(stats.timestamps_backwards, 2);
+    }
+    // Larger than the limit: read in the file's order, the steps back counted.
+    let name = plain.to_string_lossy().into_owned();
+    let small = ReadOptions {
+        sort_max_bytes: bytes.len() as u64 - 1,
+        ..ReadOptions::default()
+    };
+    let (rows, stats) = read_files(std::slice::from_ref(&name), small);
+    let file_order: Vec<u64> = rows.iter().map(|r| r.0).collect();
+    assert_eq!(file_order, [1, 2, 3, 4, 5]);
+    assert_eq!((stats.sorted_inputs, stats.timestamps_backwards), (0, 2));
+    // Beside a second input (times 4 and 7), numbered in the merged order: the sorted
+    // file's packets, then at equal times the earlier input first.
+    let other = dir.path().join("other.pcap");
+    std::fs::write(
+        &other,
+        pcap(false, false, 1, &[(4, 0, &[9; 20]), (7, 0, &[8; 20])]),
+    )
+    .unwrap();
+    let names = [name, other.to_string_lossy().into_owned()];
+    let (rows, stats) = read_files(&names, ReadOptions::default());
+    let order: Vec<(u64, u8)> = rows.iter().map(|r| (r.0, r.2)).collect();
+    assert_eq!(
+        order,
+        [(1, 2), (2, 4), (3, 9), (4, 1), (5, 5), (6, 3), (7, 8)]
+    );
+    assert_eq!(stats.sorted_inputs, 1);
+    // In time order already: nothing sorted.
+    let ordered = dir.path().join("ordered.pcap");
+    std::fs::write(
+        &ordered,
+        pcap(false, false, 1, &[(4, 0, &[1; 20]), (5, 0, &[2; 20])]),
+    )
+    .unwrap();
+    let (rows, stats) = read_files(
+        &[ordered.to_string_lossy().into_owned()],
+        ReadOptions::default(),
+    );
+    assert_eq!(rows, [(1, 4, 1), (2, 5, 2)]);
+    assert_eq!((stats.sorted_inputs, stats.timestamps_backwards), (0, 0));
 }
 
 /// tcpflow's bug8.pcap: its first record's microseconds field is 8 915 240. Read as it is,
@@ -530,7 +610,10 @@ fn ahead(name: &str, bytes: Vec<u8>, read_ahead: bool) -> Result<FileReader, Cap
     FileReader::from_reader_with(
         name,
         Box::new(std::io::Cursor::new(bytes)),
-        ReadOptions { read_ahead },
+        ReadOptions {
+            read_ahead,
+            ..ReadOptions::default()
+        },
     )
 }
 
@@ -680,7 +763,13 @@ fn a_fifo_is_read_once_through_a_wide_pipe() {
     for read_ahead in [false, true] {
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let (writer, opened) = fifo_writer(&path, file.clone());
-        let r = FileReader::open_with(&name, ReadOptions { read_ahead });
+        let r = FileReader::open_with(
+            &name,
+            ReadOptions {
+                read_ahead,
+                ..ReadOptions::default()
+            },
+        );
         // Asked for 1 MiB (the default fs.pipe-max-size): the writer goes 16 times further
         // before it waits for the reader.
         let second = opened.recv_timeout(std::time::Duration::from_secs(10));

@@ -2111,6 +2111,36 @@ fn a_reset_after_a_server_that_speaks_on_its_own_schedule_is_low() {
     assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
 }
 
+/// Wireshark's grpc_web capture, connection 241 (a client stream): the client's 13-byte
+/// messages go on after pauses while its last one is unanswered, then it resets. Here: 100
+/// bytes at 20 ms, acknowledged at once; 100 more at `again` ms, acknowledged; nothing from
+/// the server; the client's reset at 3000 ms. After a pause of 200 ms or more the client sent
+/// on its own schedule: its last message may ask for nothing, so the reset is `low`. 150 ms
+/// later it is one request in two writes: `high`.
+#[test]
+fn a_reset_after_a_client_that_speaks_on_its_own_schedule_is_low() {
+    let lines = |again: i64| {
+        with_hs(&[
+            (20, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+            (21, S, ACK, 5001, 1101, 0, 1000, &[]),
+            (again, C, ACK | PSH, 1101, 5001, 100, 1000, &[]),
+            (again + 1, S, ACK, 5001, 1201, 0, 1000, &[]),
+            (3000, C, RST | ACK, 1201, 5001, 0, 0, &[]),
+        ])
+    };
+    let f = one_of(run(&lines(300)), "connection-reset");
+    assert_eq!(f.cost_ns, 2980 * MS);
+    assert_eq!(f.confidence.level, Level::Low, "{:?}", f.confidence);
+    assert!(
+        f.confidence.reasons[0].contains("the client sent more after a pause"),
+        "{:?}",
+        f.confidence
+    );
+    let f = one_of(run(&lines(170)), "connection-reset");
+    assert_eq!(f.cost_ns, 2980 * MS);
+    assert_eq!(f.confidence.level, Level::High, "{:?}", f.confidence);
+}
+
 /// tcpflow's bug5.pcap, in brief: the client's request at 20 ms, the server's delayed ACK of
 /// it at 120 ms, nothing more until the client resets at 10 755 ms. The client gave up after
 /// 10 735 ms of a request the server's stack had taken and its application never answered:

@@ -471,12 +471,12 @@ impl Connection {
     pub fn close(&self) -> Close {
         let (c, s) = (&self.client, &self.server);
         let before = |a: Option<At>, b: Option<At>| match (a, b) {
-            (Some(a), Some(b)) => a.frame() < b.frame(),
+            (Some(a), Some(b)) => a.before(&b),
             (Some(_), None) => true,
             _ => false,
         };
         let rst_first = match (c.rst(), s.rst()) {
-            (Some(a), Some(b)) => Some(if a.frame() < b.frame() {
+            (Some(a), Some(b)) => Some(if a.before(&b) {
                 Side::Client
             } else {
                 Side::Server

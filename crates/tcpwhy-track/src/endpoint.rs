@@ -28,6 +28,14 @@ impl At {
     pub fn frame(&self) -> u64 {
         self.frame.get()
     }
+
+    /// This packet came before `other`: by capture time, then by frame number. Frame numbers
+    /// alone are the file's order, which a capture read in time order (one whose records
+    /// stepped back) does not follow; times alone tie.
+    #[inline]
+    pub fn before(&self, other: &At) -> bool {
+        (self.ts_ns, self.frame) < (other.ts_ns, other.frame)
+    }
 }
 
 /// A capture time in nanoseconds, or none: an `Option<i64>` in 8 bytes rather than 16

@@ -174,6 +174,7 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
         ));
     }
     let containers = capture.stats();
+    let inputs = args.files.len().max(1);
     if containers.timestamps_invalid > 0 {
         let n = containers.timestamps_invalid;
         warnings.push(format!(
@@ -191,15 +192,35 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     // summary, shortening no interval that matters.
     if containers.backwards_max_ns >= 1_000_000 {
         let n = containers.timestamps_backwards;
+        let them = if n == 1 { "it" } else { "them" };
+        let what = if containers.sorted_inputs > 0 && inputs == 1 {
+            "it was read whole and analysed in time order, as `reordercap` would write it \
+             (frame numbers are still the file's)"
+                .to_string()
+        } else {
+            format!(
+                "{}capture time is taken as never stepping back, so the intervals around {them} \
+                 are shortened, down to 0; `reordercap` sorts a file by time",
+                if containers.sorted_inputs > 0 {
+                    format!(
+                        "{} of the {inputs} inputs were read whole and analysed in time order; \
+                         in the others ",
+                        containers.sorted_inputs
+                    )
+                } else {
+                    format!(
+                        "a file over {} MiB, or a pipe, is not sorted: ",
+                        tcpwhy_capture::SORT_MAX_BYTES >> 20
+                    )
+                }
+            )
+        };
         warnings.push(format!(
-            "{n} packet{} stamped earlier than the packet before {} in the same file (by up to \
-             {}): the file is not in time order (merged without sorting, shuffled, or the clock \
-             stepped back). Capture time is taken as never stepping back, so the intervals \
-             around {} are shortened, down to 0; `reordercap` sorts a file by time",
+            "{n} packet{} stamped earlier than the packet before {them} in the same file (by up to \
+             {}): the file is not in time order (merged without sorting, shuffled, copies \
+             appended, or the clock stepped back); {what}",
             if n == 1 { " was" } else { "s were" },
-            if n == 1 { "it" } else { "them" },
             step(containers.backwards_max_ns),
-            if n == 1 { "it" } else { "them" },
         ));
     }
     for (lt, n) in &stats.skipped_link_types {
@@ -294,6 +315,7 @@ fn read_options(inputs: usize, threads: usize) -> ReadOptions {
     let busy = if threads <= 1 { 1 } else { 2 };
     ReadOptions {
         read_ahead: inputs <= cores.saturating_sub(busy),
+        ..ReadOptions::default()
     }
 }
 

@@ -75,7 +75,7 @@ impl Detector for ClientDelay {
         let Some(hs_ack) = c.handshake.ack else {
             return;
         };
-        if ev.seg.payload_len == 0 || ev.at.frame() <= hs_ack.frame() {
+        if ev.seg.payload_len == 0 || !hs_ack.before(&ev.at) {
             return;
         }
         if cs.client_delay.looked(cs.used) {

@@ -47,11 +47,13 @@
 //! subflow's requests, replies and pauses are not the application's.
 //!
 //! **Confidence.** `low` when only an open request was outstanding (nothing in flight) and
-//! the server had shown before it that it sends on its own schedule: it went on with an
-//! answer after a pause with nothing asked and nothing in flight (a stream, server push, a
-//! timer). The client's last message may then be its reaction to the server's (an HTTP/2
-//! WINDOW_UPDATE, a receipt), not a request, and nothing was owed when the connection was
-//! reset; the packets cannot tell which.
+//! one side had shown before it that it sends on its own schedule: the server went on with
+//! an answer after a pause with nothing asked and nothing in flight (a stream, server push, a
+//! timer), or the client sent more after a pause while its request was unanswered (a
+//! stream's messages, a request in parts; as server-delay sees it, so not with server-delay
+//! disabled). The client's last message may then be its reaction to the server's (an HTTP/2
+//! WINDOW_UPDATE, a receipt) or a message that asks for nothing, not a request, and nothing
+//! was owed when the connection was reset; the packets cannot tell which.
 //!
 //! **Known false positives.** An application that aborts on purpose (SO_LINGER {1, 0} to
 //! skip TIME-WAIT) with data still unacknowledged looks alike; the reset is then deliberate,
@@ -59,7 +61,7 @@
 //!
 //! **References.** RFC 9293 section 3.10.7.3; docs/tcp-signatures.md section 1 (a lost RST).
 
-use super::{side_name, ConnState, WHOLE};
+use super::{server_delay, side_name, ConnState, WHOLE};
 use crate::finding::{ms, ms_f, Level};
 use crate::model::exchange::SERVER_OWN;
 use crate::{Detector, Finding, Info};
@@ -83,8 +85,8 @@ pub(crate) struct Reset {
     request: Option<(At, bool)>,
     /// Bytes each side (client, server) had sent and the other had not acknowledged.
     in_flight: [u64; 2],
-    /// Only the open request was outstanding, and the server had shown before it that it
-    /// sends on its own schedule (the exchange model's `SERVER_OWN`).
+    /// Only the open request was outstanding, and a side had shown before it that it sends
+    /// on its own schedule (the exchange model's `SERVER_OWN`, server-delay's `CLIENT_OWN`).
     own_schedule: bool,
     /// The reset's TTL and the TTL of the resetter's last ordinary segment (0: none).
     ttl: (u8, u8),
@@ -98,7 +100,7 @@ const RETRANSMISSIONS: [&str; 2] = ["rto-retransmission", "fast-retransmit"];
 
 /// Why a reset whose only outstanding work is an open request, on a connection whose server
 /// sends on its own schedule, is `low`.
-const OWN_SCHEDULE_REASON: &str = "the open request may not be one: before it the server went on with its answer after a pause with nothing asked and nothing in flight (it sends on its own schedule: a stream, push, a timer), so the client's last message may be its reaction to the server's, with nothing owed when the connection was reset";
+const OWN_SCHEDULE_REASON: &str = "the open request may not be one: before it the server went on with its answer after a pause with nothing asked and nothing in flight, or the client sent more after a pause while its request was unanswered (a side that sends on its own schedule: a stream, push, a timer), so the client's last message may be a reaction or a message that asks for nothing, with nothing owed when the connection was reset";
 
 /// A client that resets its own acknowledged request after this long gave up waiting for the
 /// answer (client timeouts are seconds); sooner, it meant to abort.
@@ -219,7 +221,8 @@ impl Detector for ConnectionReset {
         let request = request.filter(|(_, responded)| !responded || in_flight[1] > 0);
         let own_schedule = in_flight == [0, 0]
             && request.is_some_and(|(_, responded)| !responded)
-            && cs.exchange_has & SERVER_OWN != 0;
+            && (cs.exchange_has & SERVER_OWN != 0
+                || cs.server_delay_exchanges & server_delay::CLIENT_OWN != 0);
         cs.extra.set(
             WHOLE,
             Reset {

@@ -478,7 +478,7 @@ impl State {
             if seg.flags.syn()
                 && seg.flags.ack()
                 && me == Side::Client
-                && c.handshake.ack.is_some_and(|a| a.frame() < ev.at.frame())
+                && c.handshake.ack.is_some_and(|a| a.before(&ev.at))
                 && c.server.isn() == Some(seg.seq)
             {
                 return Some(Event::SynAckAgain(ev.at));

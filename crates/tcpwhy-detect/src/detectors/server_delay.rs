@@ -104,8 +104,9 @@ const QUIET: u32 = 1 << 31;
 /// in flight and no request since (the exchange model's `SERVER_OWN`; module documentation).
 const SERVER_OWN: u32 = 1 << 30;
 /// `ConnState::server_delay_exchanges` bit: the client sent more after a pause while its
-/// request was unanswered and all it had sent was acknowledged (module documentation).
-const CLIENT_OWN: u32 = 1 << 29;
+/// request was unanswered and all it had sent was acknowledged (module documentation). Read
+/// by connection-reset too.
+pub(crate) const CLIENT_OWN: u32 = 1 << 29;
 /// `ConnState::server_delay_exchanges` bit: the request's last segment so far was sent again
 /// (Karn: the answer may be the original's, so the exchange times no round trip).
 const RESENT: u32 = 1 << 28;

@@ -163,6 +163,7 @@ pub fn summary_json(r: &Report<'_>, vantage: &[u64; 5]) -> Value {
             "packets_without_interface": r.containers.packets_without_interface,
             "corrupt_blocks": r.containers.corrupt_blocks,
             "timestamps_backwards": r.containers.timestamps_backwards,
+            "sorted_inputs": r.containers.sorted_inputs,
         },
         "start": s.first_ts.map(rfc3339),
         "end": s.last_ts.map(rfc3339),
