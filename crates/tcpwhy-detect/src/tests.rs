@@ -583,6 +583,56 @@ fn a_syn_retry_on_a_connection_closed_unused_is_low() {
 }
 
 #[test]
+fn a_syn_ack_held_on_its_way_is_told_from_a_lost_one_by_the_echo() {
+    // packetbeat's http_minitwit.pcap: SYN-ACKs sent at once and again, the client's SYN sent
+    // again, and the client's ACK 1.5 s after the first SYN-ACK echoing *its* TSval: the
+    // first SYN-ACK reached the client late (all arrived in one burst), it was not lost.
+    // Captured at the server, 20 ms from the client: SYN and SYN-ACK (TSval 5000) at 0 ms,
+    // SYN again and SYN-ACK again (TSval 6000) at 1000 ms, the client's ACK at 1500 ms echoing
+    // `echo`, its request with it, answered at once and acknowledged 20 ms later (the round
+    // trip). Echoing 5000: held, 1500 - 0 - 20 = 1480 ms lost. Echoing 6000: the first was
+    // lost, and the last SYN-ACK answered: 1000 ms.
+    let lines: [Line; 8] = [
+        (0, C, SYN, 1000, 0, 0, 1000, &[]),
+        (0, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1000, C, SYN, 1000, 0, 0, 1000, &[]),
+        (1000, S, SYN | ACK, 5000, 1001, 0, 1000, &[]),
+        (1500, C, ACK, 1001, 5001, 0, 1000, &[]),
+        (1500, C, PSH | ACK, 1001, 5001, 100, 1000, &[]),
+        (1501, S, PSH | ACK, 5001, 1101, 300, 1000, &[]),
+        (1521, C, ACK, 1101, 5301, 0, 1000, &[]),
+    ];
+    let run_echo = |echo: u32| {
+        let hook = |i: usize, s: &mut TcpSegment| {
+            s.options.timestamp = Some(match i {
+                1 => (5000, 1),
+                3 => (6000, 2),
+                4 | 5 => (3, echo),
+                6 => (6500, 3),
+                7 => (4, 6500),
+                _ => (i as u32 + 1, 0),
+            });
+        };
+        let f = drive_hook(&[], None, false, S.1, [None, None], &lines, hook).findings;
+        one_of(f, "syn-unanswered")
+    };
+    let f = run_echo(5000);
+    assert_eq!(f.details.json()["answer_held"], true);
+    assert_eq!(f.cost_ns, 1480 * MS);
+    assert!(
+        f.explanation.contains("reached the client late"),
+        "{}",
+        f.explanation
+    );
+    assert!(f.fix.contains("held, not dropped"), "{}", f.fix);
+    assert_eq!(f.frames, [1, 2, 3, 4, 5]);
+    let f = run_echo(6000);
+    assert_eq!(f.details.json()["answer_held"], false);
+    assert_eq!(f.details.json()["answer_lost"], true);
+    assert_eq!(f.cost_ns, 1000 * MS);
+}
+
+#[test]
 fn a_syn_ack_lost_on_its_way_to_the_client_is_named_and_kept_out_of_the_round_trip() {
     // Captured at the server, 20 ms from the client: the SYN-ACK of 0 ms is lost on the way,
     // the client sends its SYN again at 1000 ms, the server answers at once, and the client's

@@ -10,7 +10,11 @@
 //! client's ACK, or the server sending as an open connection does). The SYN-ACK or the
 //! client's ACK of it was lost between the capture point and the client; the server's backlog
 //! is not the cause (`answer_lost`). A SYN-ACK sent again after the client's ACK is
-//! `accept-queue-full`; SYN-ACKs that a scanner never completes are not counted.
+//! `accept-queue-full`; SYN-ACKs that a scanner never completes are not counted. Where the
+//! client's ACK echoes the TCP timestamp of an earlier SYN-ACK than the last one sent again,
+//! that earlier one reached the client late: held on the way, not lost (`answer_held`,
+//! cost from the first SYN-ACK to the ACK less the client's fastest answer to the server's
+//! data as the capture point sees it, when that is more).
 //!
 //! **Evidence.** Every SYN and the SYN-ACK if one came. Details: the retry ladder (the gaps),
 //! its shape and the stacks known to send it: 1 s apart, then doubling after five retries is
@@ -65,9 +69,11 @@ pub(crate) struct State {
 
 /// The SYNs after the first (`ConnState::first_syn()`), a part of the connection's `Extra`: most
 /// connections send one (a Vec of them all was a 64-byte allocation per connection).
-/// Also when the last SYN of all was seen (counted or not), in ns.
+/// Also when the last SYN of all was seen (counted or not), in ns; the TSval of the last
+/// SYN-ACK the server sent again; and whether the client's ACK completing the handshake
+/// echoed an older one (`held`).
 #[derive(Default, Debug)]
-pub(crate) struct SynsAgain(Vec<At>, Option<i64>);
+pub(crate) struct SynsAgain(Vec<At>, Option<i64>, Option<u32>, bool);
 
 /// The shape of a SYN retry ladder (its gaps), and the stacks known to send it. A ladder names
 /// the client's stack only when exactly one is known to send it; most shapes are shared
@@ -115,6 +121,32 @@ pub(crate) fn stack_of(stacks: &[&'static str]) -> &'static str {
     }
 }
 
+/// With the server's SYN-ACK sent again: note the TSval of each SYN-ACK sent again, and
+/// whether the client's ACK completing the handshake echoes an older TSval than the last one's.
+/// It then answered an earlier SYN-ACK, which reached it late: held on the way, not lost (a
+/// client in SYN-SENT takes the first SYN-ACK to arrive and echoes its TSval, RFC 7323
+/// section 4.3).
+fn echoes(cs: &mut ConnState, c: &Connection, ev: &SegmentEvent<'_>) {
+    let f = ev.seg.flags;
+    match ev.from {
+        Side::Server if f.syn() && f.ack() && c.handshake.ack.is_none() => {
+            if let Some((tsval, _)) = ev.seg.options.timestamp {
+                cs.extra.get::<SynsAgain>(WHOLE).2 = Some(tsval);
+            }
+        }
+        Side::Client if c.handshake.ack == Some(ev.at) => {
+            if let (Some((_, tsecr)), Some(again)) = (
+                ev.seg.options.timestamp,
+                cs.extra.peek_mut::<SynsAgain>(WHOLE),
+            ) {
+                // Older in sequence-number arithmetic (the clock wraps).
+                again.3 = again.2.is_some_and(|last| (last.wrapping_sub(tsecr) as i32) > 0);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[derive(Default)]
 pub struct SynUnanswered {}
 
@@ -135,6 +167,9 @@ impl Detector for SynUnanswered {
         // After the SYN-ACK only the client's SYNs sent again before its ACK matter here (the
         // SYN-ACK lost on its way); the tracker counts the server's SYN-ACKs sent again.
         if (!f.syn() || f.ack() || c.handshake.ack.is_some()) && c.first_syn_ack().is_some() {
+            if c.handshake.syn_acks_again().is_some() {
+                echoes(cs, c, ev);
+            }
             return;
         }
         let first = cs.first_syn(c);
@@ -218,8 +253,20 @@ impl Detector for SynUnanswered {
             (true, Some(a), Some(b)) => b.ts_ns - a.ts_ns,
             _ => 0,
         };
+        // The client's ACK echoed an older SYN-ACK than the last sent again: that one reached
+        // it late (held on the way, not lost), and the client waited from the first SYN-ACK
+        // to its ACK, less the time the client's answer takes anyway as the capture point
+        // sees it (its fastest ACK of the server's data: a round trip captured at the server,
+        // next to nothing at the client; 0 when the server sent no data).
+        let held = answer_lost && more.3;
+        let client_leg = (c.server.ack_rtt.count() > 0).then_some(c.server.ack_rtt.min_ns);
+        let held_ns = match (held, first_answer, c.handshake.ack) {
+            (true, Some(a), Some(ack)) => (ack.ts_ns - a.ts_ns - client_leg.unwrap_or(0)).max(0),
+            _ => 0,
+        };
         let cost = (last_before.ts_ns - first.ts_ns + lost_answer_ns)
-            .max(if answer_lost { last_syn.ts_ns - first.ts_ns } else { 0 });
+            .max(if answer_lost { last_syn.ts_ns - first.ts_ns } else { 0 })
+            .max(held_ns);
         let end = answered_by.unwrap_or(last_syn);
         let gaps: Vec<f64> = syns
             .windows(2)
@@ -234,6 +281,7 @@ impl Detector for SynUnanswered {
             .map(|a| a.frame())
             .chain(first_answer.map(|a| a.frame()))
             .chain(answered_by.filter(|_| answer_lost).map(|a| a.frame()))
+            .chain(c.handshake.ack.filter(|_| held).map(|a| a.frame()))
             .collect();
         f.frames.sort_unstable();
         f.frames.dedup();
@@ -253,7 +301,18 @@ impl Detector for SynUnanswered {
             },
         );
         let sa_again = syn_acks_again.map_or(0, |(n, _)| n);
-        f.explanation = if answer_lost {
+        f.explanation = if held {
+            format!(
+                "The server's SYN-ACK to port {} (frame {}) reached the client late: the server sent it again{}, yet the client's ACK (frame {}) echoes the timestamp of an earlier SYN-ACK than the last, so an earlier one arrived and was answered: held on the way between the capture point and the client for about {} (or its ACK was), not lost; {} lost{}.",
+                c.client.port,
+                first_answer.map_or(0, |a| a.frame()),
+                times(sa_again as usize),
+                c.handshake.ack.map_or(0, |a| a.frame()),
+                ms(held_ns),
+                ms(cost),
+                if syns.len() > 1 { format!(" ({ladder_text})") } else { String::new() },
+            )
+        } else if answer_lost {
             let how = match (after_answer, sa_again) {
                 (0, n) => format!(
                     "the server sent its SYN-ACK again{} without an ACK in between",
@@ -319,13 +378,16 @@ impl Detector for SynUnanswered {
                 "only the server's packets are in the capture: the client's side of the handshake is inferred",
             );
         }
-        f.fix = if answer_lost {
+        f.fix = if held {
+            "the server answered at once and its SYN-ACK was held, not dropped, between the capture point and the client: look for a queue that holds packets for that long (Wi-Fi power save or a congested radio link, a bufferbloated access link, a driver or virtual switch stalling); SYN and SYN-ACK retries do not help against a hold".into()
+        } else if answer_lost {
             "the server answered, so its backlog did not drop the SYN: find the loss between the capture point and the client (interface and qdisc drops, a firewall or NAT that drops the SYN-ACK or the ACK, asymmetric routing); each loss costs the client's SYN retry timer (1 s on current stacks, 3 s on old ones)".into()
         } else {
             "the server side dropped SYNs: check its accept queue (nstat ListenOverflows/ListenDrops, the listen() backlog and net.core.somaxconn) and that it accepts fast enough; then SYN flood limits and firewalls on the path".into()
         };
         f.details = SynUnansweredDetails {
             answered: first_answer.is_some(),
+            answer_held: held,
             answer_lost,
             client_stack: stack_of(stacks),
             gaps_ms: gaps,
@@ -344,6 +406,9 @@ impl Detector for SynUnanswered {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SynUnansweredDetails {
     pub answered: bool,
+    /// The SYN-ACK was not lost but held on the way: the client's ACK echoed an earlier
+    /// SYN-ACK's TSval than the last one sent again (`answer_lost` is then true too).
+    pub answer_held: bool,
     /// The server answered, and its SYN-ACK (or the client's ACK of it) was lost on the way.
     pub answer_lost: bool,
     pub client_stack: &'static str,
