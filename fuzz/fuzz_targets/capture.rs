@@ -12,7 +12,14 @@ type Outcome = (Vec<(u64, i64, u32, Vec<u8>)>, Vec<String>, Option<String>);
 
 fn read_all(data: &[u8], read_ahead: bool) -> Outcome {
     let reader = Box::new(std::io::Cursor::new(data.to_vec()));
-    let f = match FileReader::from_reader_with("fuzz", reader, ReadOptions { read_ahead }) {
+    let f = match FileReader::from_reader_with(
+        "fuzz",
+        reader,
+        ReadOptions {
+            read_ahead,
+            ..ReadOptions::default()
+        },
+    ) {
         Ok(f) => f,
         Err(e) => return (Vec::new(), Vec::new(), Some(e.to_string())),
     };
