@@ -193,10 +193,19 @@ pub fn run(args: &AnalyzeArgs, color: crate::ColorChoice) -> io::Result<ExitCode
     if containers.backwards_max_ns >= 1_000_000 {
         let n = containers.timestamps_backwards;
         let them = if n == 1 { "it" } else { "them" };
-        let what = if containers.sorted_inputs > 0 && inputs == 1 {
-            "it was read whole and analysed in time order, as `reordercap` would write it \
-             (frame numbers are still the file's)"
-                .to_string()
+        // Every input sorted (one file, or several each sorted): nothing stepped back.
+        let what = if containers.sorted_inputs as usize >= inputs {
+            format!(
+                "{} read whole and analysed in time order, as `reordercap` would write {} \
+                 (frame numbers are still {})",
+                if inputs == 1 { "it was" } else { "they were" },
+                if inputs == 1 { "it" } else { "them" },
+                if inputs == 1 {
+                    "the file's"
+                } else {
+                    "those of the merged order"
+                },
+            )
         } else {
             format!(
                 "{}capture time is taken as never stepping back, so the intervals around {them} \

@@ -22,11 +22,9 @@
 //!
 //! **References.** RFC 5681 section 3.2, RFC 6675, RFC 8985; docs/tcp-signatures.md section 5.
 
-use super::resend::{
-    evidence, sender_closed_first, sender_closed_sentence, where_lost, Retx, SENDER_CLOSED,
-};
+use super::resend::{evidence, sender_closed_first, where_lost, Retx};
 use super::side_name;
-use crate::finding::{ms, Level};
+use crate::finding::ms;
 use crate::{Finding, Info};
 use tcpwhy_track::{Connection, Side};
 
@@ -101,12 +99,7 @@ impl FastRetransmits {
             },
             ms(self.total_ns)
         );
-        let closed = sender_closed_first(c, side, first.from_ns, first.at.ts_ns);
-        if let Some(fin) = closed {
-            f.explanation
-                .push_str(&sender_closed_sentence(fin, first.at.ts_ns));
-            f.confidence.lower(Level::Low, SENDER_CLOSED);
-        }
+        let closed = sender_closed_first(&mut f, c, side, first);
         f.fix = if overran {
             format!(
                 "the sender overran the receiver's window and the receiver ({}) dropped what had no room: not loss on the path. Find why the sender ignores the advertised window (its TCP stack, a middlebox rewriting windows or stripping window scaling) or why the receiver's buffer stays full (an application not reading)",
@@ -120,7 +113,7 @@ impl FastRetransmits {
             beyond_window: self.beyond_window,
             retransmissions: self.count,
             sender: side.name(),
-            sender_closed_first: closed.is_some(),
+            sender_closed_first: closed,
         }
         .into();
         out.push(f);

@@ -2,6 +2,7 @@
 //! `retx::Retransmissions`, then reported by the timeout, fast, spurious and accept-queue
 //! findings. It depends on none of them, so none of them depends on another through it.
 
+use crate::Finding;
 use tcpwhy_track::{At, Connection, Side, Vantage};
 use tcpwhy_wire::Seq;
 
@@ -63,41 +64,43 @@ pub(crate) fn evidence(seen: &[Retx]) -> Vec<u64> {
 }
 
 /// The confidence reason of resends of data whose sender had closed and then reset.
-pub(crate) const SENDER_CLOSED: &str = "the sender closed its side (FIN) before the first resend and answered the peer's next packet with a reset (a socket closed for good): it waited for nothing after its close, so nobody on its side waited for the resends";
+const SENDER_CLOSED: &str = "the sender closed its side (FIN) before the first resend and answered the peer's next packet with a reset (a socket closed for good): it waited for nothing after its close, so nobody on its side waited for the resends";
 
 /// Slack on the round trip within which a reset answers the peer's last packet.
 const ANSWERED_SLACK_NS: i64 = 10_000_000;
 
-/// When `sender` closed its side, if it did so after the first resent data left (`from_ns`)
-/// and before that data's resend (`resent_ns`), and then reset the connection in answer to
-/// the peer: its first reset came within a round trip of the peer's last packet, which came
+/// Whether `sender` closed its side after the first resent data left (`first.from_ns`) and
+/// before that data's resend (`first.at`), and then reset the connection in answer to the
+/// peer: its first reset came within a round trip of the peer's last packet, which came
 /// after the close. A socket closed for good (close(), not a half-close) answers data that
 /// arrives with a reset (Linux counts it as TCPAbortOnData), so it had finished with the
-/// connection and nobody on its side waited for what the resends delivered. (A sender that
-/// half-closed and later reset a silent peer gave up waiting on its own timer: its wait was
-/// real.)
+/// connection and nobody on its side waited for what the resends delivered: `f` says so and
+/// is `low`. (A sender that half-closed and later reset a silent peer gave up waiting on its
+/// own timer: its wait was real.)
 pub(crate) fn sender_closed_first(
+    f: &mut Finding,
     c: &Connection,
     sender: Side,
-    from_ns: i64,
-    resent_ns: i64,
-) -> Option<i64> {
+    first: &Retx,
+) -> bool {
     let e = c.endpoint(sender);
-    let fin = e.fin?.ts_ns;
-    let rst = e.rst()?.ts_ns;
+    let (Some(fin), Some(rst), Some(rtt)) = (e.fin, e.rst(), crate::model::rtt_ns(c)) else {
+        return false;
+    };
+    let (fin, resent) = (fin.ts_ns, first.at.ts_ns);
     let peer_last = c.endpoint(sender.other()).last_ts;
     let answered = peer_last > fin
-        && peer_last <= rst
-        && rst - peer_last <= crate::model::rtt_ns(c)? + ANSWERED_SLACK_NS;
-    (fin > from_ns && fin <= resent_ns && answered).then_some(fin)
-}
-
-/// The sentence that says so, `fin_ns` the sender's close and `resent_ns` its first resend.
-pub(crate) fn sender_closed_sentence(fin_ns: i64, resent_ns: i64) -> String {
-    format!(
+        && peer_last <= rst.ts_ns
+        && rst.ts_ns - peer_last <= rtt + ANSWERED_SLACK_NS;
+    if !(fin > first.from_ns && fin <= resent && answered) {
+        return false;
+    }
+    f.explanation.push_str(&format!(
         " The sender closed its side {} before the first resend and answered the peer's next packet with a reset (a socket closed for good): it waited for nothing after its close, so nobody on its side waited for the resends.",
-        crate::finding::ms(resent_ns - fin_ns)
-    )
+        crate::finding::ms(resent - fin)
+    ));
+    f.confidence.lower(crate::Level::Low, SENDER_CLOSED);
+    true
 }
 
 /// Where to look for the loss of `sender`'s data on `c`, as the capture tells it: both ends

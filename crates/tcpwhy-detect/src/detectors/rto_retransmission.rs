@@ -31,9 +31,7 @@
 //!
 //! **References.** RFC 6298, RFC 8985 (RACK-TLP); docs/tcp-signatures.md section 5.
 
-use super::resend::{
-    evidence, sender_closed_first, sender_closed_sentence, where_lost, Retx, SENDER_CLOSED,
-};
+use super::resend::{evidence, sender_closed_first, where_lost, Retx};
 use super::side_name;
 
 use crate::finding::{ms, ms_f, Level};
@@ -158,12 +156,7 @@ impl Timeouts {
             ));
             f.confidence.lower(Level::Low, CLOSED_FIRST);
         }
-        let sender_closed = sender_closed_first(c, side, first.from_ns, first.at.ts_ns);
-        if let Some(fin) = sender_closed {
-            f.explanation
-                .push_str(&sender_closed_sentence(fin, first.at.ts_ns));
-            f.confidence.lower(Level::Low, SENDER_CLOSED);
-        }
+        let sender_closed = sender_closed_first(&mut f, c, side, first);
         f.fix = if silent {
             format!(
                 "the receiver ({}) sent nothing through the last resends ({} silent to the connection's end): check that host and its application (hung, restarted, gone, a device stuck); loss on the path is the other possibility only if its packets were lost too",
@@ -194,7 +187,7 @@ impl Timeouts {
             receiver_silent: silent,
             retransmissions: st.count,
             sender: side.name(),
-            sender_closed_first: sender_closed.is_some(),
+            sender_closed_first: sender_closed,
             sender_stalled: stalled,
             tail: st.tail,
             waits_ms: waits,
