@@ -1023,6 +1023,60 @@ fn path_latency_on_long_round_trips_only() {
 }
 
 #[test]
+fn path_latency_counts_an_abandoned_exchange_to_the_client_giving_up() {
+    // 400 ms RTT. The client sends a 517-byte request at 404 and closes 56 ms later (FIN at
+    // 460); the answer (three segments, 930 to 990) comes to a socket already closed, and the
+    // client resets each segment (a browser dropping a TLS handshake it no longer needs).
+    // The client waited 56 ms for the answer: handshake 400 + 56 = 456 ms of path. A client
+    // that only half-closed and acknowledges the answer waited the whole round trip:
+    // handshake 400 + one round trip 400 = 800 ms.
+    let lines = |reset: bool| -> Vec<Line> {
+        let answer_ack = |t: i64, ack: u32| -> Line {
+            if reset {
+                (t, C, RST, 1519, 0, 0, 0, &[])
+            } else {
+                (t, C, ACK, 1519, ack, 0, 65535, &[])
+            }
+        };
+        vec![
+            (0, C, SYN, 1000, 0, 0, 65535, &[]),
+            (400, S, SYN | ACK, 5000, 1001, 0, 65535, &[]),
+            (400, C, ACK, 1001, 5001, 0, 65535, &[]),
+            (404, C, ACK | PSH, 1001, 5001, 517, 65535, &[]),
+            (460, C, ACK | FIN, 1518, 5001, 0, 65535, &[]),
+            (924, S, ACK, 5001, 1518, 0, 65535, &[]),
+            (930, S, ACK, 5001, 1519, 1388, 65535, &[]),
+            answer_ack(931, 6389),
+            (936, S, ACK, 6389, 1519, 1388, 65535, &[]),
+            answer_ack(937, 7777),
+            (990, S, ACK | PSH, 7777, 1519, 93, 65535, &[]),
+            answer_ack(991, 7870),
+        ]
+    };
+    let path = |f: Vec<Finding>| -> Finding {
+        let mut p: Vec<Finding> = f.into_iter().filter(|x| x.id == "path-latency").collect();
+        assert_eq!(p.len(), 1, "{p:?}");
+        p.remove(0)
+    };
+    let gave_up = path(run(&lines(true)));
+    assert_eq!(gave_up.cost_ns, 456 * MS, "{gave_up:?}");
+    assert!(
+        gave_up
+            .explanation
+            .contains("the client stopped waiting for the answer 56.0 ms after its request"),
+        "{}",
+        gave_up.explanation
+    );
+    let waited = path(run(&lines(false)));
+    assert_eq!(waited.cost_ns, 800 * MS, "{waited:?}");
+    assert!(
+        !waited.explanation.contains("stopped waiting"),
+        "{}",
+        waited.explanation
+    );
+}
+
+#[test]
 fn path_latency_counts_no_more_round_trips_than_the_segments_need() {
     // 80 ms RTT (no MSS option: segments of up to 1460 bytes count one each). Request A is
     // one segment; the server's TCP acknowledges it at once (160) and its answer, one

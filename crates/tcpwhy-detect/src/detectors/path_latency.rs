@@ -26,7 +26,10 @@
 //! the capture cannot tell the server's time from delay on the path, and the latency is
 //! rounded as it is. The first 64 exchanges are listed; those after them
 //! count their latencies, at most the median listed exchange's round trips each
-//! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details).
+//! (`unlisted_exchanges`, `unlisted_ms` and `unlisted_cost_ms` in the details). An exchange
+//! the client gave up on (it reset the connection while the answer was still coming: a
+//! browser that closed a TLS handshake it no longer needed) costs at most the time the client
+//! waited for it, to its FIN or its reset.
 //!
 //! **Round trip.** The connection's (the handshake's), except that an exchange faster than half
 //! the handshake's SYN -> SYN-ACK leg bounds that leg: a SYN-ACK more than twice as slow as a
@@ -160,6 +163,21 @@ fn path_cap(req: u16, resp: u16) -> u8 {
         _ => 3,
     };
     (flights(req) + flights(resp) - 1).min(3)
+}
+
+/// How long the client waited for the exchange whose request began at `q` and whose answer's
+/// last segment came at `r`, when it gave up on it: it reset the connection before that last
+/// segment (the answer kept coming to a socket already gone). Its wait ends at its FIN when it
+/// closed first (a closed socket answers data with a reset), else at the reset. A client that
+/// only half-closed and read the answer to its end sends no reset before it.
+fn abandoned_wait(c: &Connection, q: At, r: At) -> Option<i64> {
+    let rst = c.client.rst().filter(|x| x.ts_ns < r.ts_ns && q.before(x))?;
+    let end = c
+        .client
+        .closed_ns()
+        .filter(|&f| f >= q.ts_ns && f <= rst.ts_ns)
+        .unwrap_or(rst.ts_ns);
+    Some(end - q.ts_ns)
 }
 
 /// The server's pure ACK of the request as `State::response_last` holds it while no answer has
@@ -347,10 +365,26 @@ impl Detector for PathLatency {
             return;
         };
         let mut segs = Segs(cs.path_latency_segs);
+        // The exchange under way at the end, when the client stopped waiting for it: how long
+        // it waited, and where it lands in the list (`abandoned_wait`).
+        let answered = segs.0 & Segs::ACK_HELD == 0;
+        let waited = st
+            .request_first
+            .zip(st.response_last.filter(|_| answered))
+            .and_then(|(q, r)| abandoned_wait(c, q, r));
+        let listed_before = cs.extra.peek::<Later>(WHOLE).map_or(0, |l| l.0.len());
+        let was_first = st.first_exchange.is_none();
         st.close_exchange(&mut cs.extra, &mut segs);
         let Some((q, r)) = st.first_exchange else {
             return;
         };
+        let listed_after = cs.extra.peek::<Later>(WHOLE).map_or(0, |l| l.0.len());
+        // Its index among the listed exchanges (the first, or the last one `Later` took).
+        let abandoned = waited.and_then(|w| match (was_first, listed_after > listed_before) {
+            (true, _) => Some((0, w)),
+            (false, true) => Some((listed_after, w)),
+            (false, false) => None,
+        });
         let (exchanges, caps): (Vec<i64>, Vec<u8>) = std::iter::once((r.ts_ns - q.ts_ns, segs.first_cap()))
             .chain(
                 cs.extra
@@ -418,12 +452,17 @@ impl Detector for PathLatency {
         let rounds_median = sorted_rounds[(sorted_rounds.len() - 1) / 2];
         let median_rounds = rounds_median.max(1);
         let rest_cost = rest.1.min(i64::from(rest.0) * median_rounds * rtt);
+        // An exchange the client gave up on costs at most the time it waited.
         let cost = hs
             + rest_cost
             + exchanges
                 .iter()
                 .zip(&rounds)
-                .map(|(l, n)| (n * rtt).min(*l))
+                .enumerate()
+                .map(|(i, (l, n))| {
+                    let paid = abandoned.filter(|a| a.0 == i).map_or(*l, |a| a.1.min(*l));
+                    (n * rtt).min(paid)
+                })
                 .sum::<i64>();
         let all_exchanges = exchanges.len() + rest.0 as usize;
         let mut f = Finding::new(INFO.id, c);
@@ -477,8 +516,16 @@ impl Detector for PathLatency {
             ),
             _ => String::new(),
         };
+        let gave_up = match abandoned {
+            Some((i, w)) if w < (rounds[i] * rtt).min(exchanges[i]) => format!(
+                " (the client stopped waiting for {} answer {} after its request: it closed the connection, and reset it when the answer came)",
+                if exchanges.len() == 1 { "the" } else { "the last" },
+                ms(w)
+            ),
+            _ => String::new(),
+        };
         f.explanation = format!(
-            "The round trip between client and server is {}{slow_handshake}; {took}: {} of the connection's time is the path itself.",
+            "The round trip between client and server is {}{slow_handshake}; {took}{gave_up}: {} of the connection's time is the path itself.",
             ms(rtt),
             ms(f.cost_ns)
         );
