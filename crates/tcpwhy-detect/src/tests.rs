@@ -1452,6 +1452,37 @@ fn no_stall_in_a_healthy_transfer_or_across_request_and_response() {
 }
 
 #[test]
+fn a_pause_whose_data_echoes_an_older_ack_is_no_sender_limit() {
+    // `sender_limited_only_for_pauses_inside_an_answer`'s answer, every segment stamped with
+    // its time in ms (TSval). The client's ACK at 31 acknowledges all 1000 bytes; the server's
+    // data 500 ms later echoes either that ACK's stamp (31: the sender had it, nothing in
+    // flight, and sent nothing: its application) or the request's (11: that ACK had not
+    // reached the sender, whose 1000 bytes were still in flight to it; the capture sits near
+    // the client of a path whose queue held the ACK: nDPI's ookla.pcap, frames 3312-3314).
+    let lines = with_hs(&[
+        (11, C, ACK | PSH, 1001, 5001, 100, 1000, &[]),
+        (21, S, ACK, 5001, 1101, 1000, 1000, &[]),
+        (31, C, ACK, 1101, 6001, 0, 1000, &[]),
+        (531, S, ACK | PSH, 6001, 1101, 100, 1000, &[]),
+        (541, C, ACK, 1101, 6101, 0, 1000, &[]),
+    ]);
+    let run_echo = |echo: u32| {
+        let stamp = |i: usize, s: &mut TcpSegment| {
+            let ecr = match i {
+                0 => 0,
+                6 => echo,
+                _ => lines[i - 1].0 as u32,
+            };
+            s.options.timestamp = Some((lines[i].0 as u32 + 1, ecr));
+        };
+        drive_hook(&[], None, false, S.1, [None, None], &lines, stamp).findings
+    };
+    assert_eq!(ids(&run_echo(32)), ["sender-limited"]);
+    let f = run_echo(12);
+    assert!(!ids(&f).contains(&"sender-limited"), "{f:?}");
+}
+
+#[test]
 fn sender_limited_only_for_pauses_inside_an_answer() {
     // A request, then a response that stops after its first 1000 bytes (more than a segment:
     // without an MSS option, 536 bytes) with everything acknowledged for 500 ms.

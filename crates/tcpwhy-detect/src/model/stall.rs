@@ -12,7 +12,10 @@
 //!   larger one: the receiver paced it, not the sender's application);
 //! - `delayed-ack`: one small segment in flight, released by the peer's (delayed) ACK;
 //! - `ack-delay`: data in flight, window open, nothing retransmitted, and the ACKs simply
-//!   came late (queueing on the path, lost ACKs, a receiver descheduled);
+//!   came late (queueing on the path, lost ACKs, a receiver descheduled). Also a gap with
+//!   nothing in flight at the capture point whose data resumes echoing (TCP timestamps) an
+//!   ACK older than the one that acknowledged everything: that ACK had not reached the sender
+//!   yet, whose data was still in flight (a capture near the receiver of a queued path);
 //! - `sender-limited`: nothing in flight and the window open, yet the sender sent nothing:
 //!   its application had no data (TAPO's "data unavailable"), or its own stack held the data
 //!   (pacing with a collapsed bandwidth estimate after a loss, as BBR does; a send buffer
@@ -91,7 +94,11 @@ pub struct Stall {
 
 #[derive(Default, Debug)]
 pub(crate) struct Dir {
-    run_bytes: u64,
+    /// The sender's new bytes in this run (saturating: compared with the MSS and shown).
+    run_bytes: u32,
+    /// The TSval of the receiver's last ACK that acknowledged new data (0: none, or no
+    /// timestamps): a sender's data that echoes an older one left before that ACK reached it.
+    ack_tsval: u32,
     last_progress: Option<At>,
     /// The sender's next sequence number, the highest ACK from the receiver and the receiver's
     /// window, each valid once its flag is set (as Options they took 8 bytes more per
@@ -200,7 +207,7 @@ impl Stalls {
                 extra.set(ev.from, LastRetx(ev.at.into()));
             }
             if ev.new_data {
-                d.run_bytes += u64::from(seg.payload_len);
+                d.run_bytes = d.run_bytes.saturating_add(seg.payload_len);
                 d.last_progress = Some(ev.at);
                 d.flags &= !(ZERO_SEEN | SMALL_SEEN);
                 d.last_len = u16::try_from(seg.payload_len).unwrap_or(u16::MAX);
@@ -230,6 +237,7 @@ impl Stalls {
             if advanced {
                 d.snd_una_v = seg.ack;
                 d.flags |= HAS_UNA;
+                d.ack_tsval = seg.options.timestamp.map_or(0, |(v, _)| v);
                 if d.is(ACTIVE) {
                     d.last_progress = Some(ev.at);
                     d.flags &= !(ZERO_SEEN | SMALL_SEEN);
@@ -268,6 +276,17 @@ impl Dir {
 
     fn window(&self) -> Option<u32> {
         self.is(HAS_WINDOW).then_some(self.window_v)
+    }
+
+    /// Whether `ev`'s segment echoes a TSval sent before that of the receiver's last ACK of new
+    /// data (serial arithmetic, RFC 7323 section 5.2).
+    fn echoes_older_ack(&self, ev: &SegmentEvent<'_>) -> bool {
+        self.ack_tsval != 0
+            && ev
+                .seg
+                .options
+                .timestamp
+                .is_some_and(|(_, ecr)| ecr != 0 && (ecr.wrapping_sub(self.ack_tsval) as i32) < 0)
     }
 
     fn in_flight(&self) -> u64 {
@@ -312,6 +331,12 @@ impl Dir {
             Resume::Retransmission => StallClass::Retransmission,
             _ if self.is(ZERO_SEEN) || self.window() == Some(0) => StallClass::ZeroWindow,
             _ if self.is(SMALL_SEEN) => StallClass::ReceiveWindow,
+            // Nothing in flight at the capture point, but the data that resumed echoes an ACK
+            // older than the one that acknowledged everything: that ACK had not reached the
+            // sender, which still had data in flight and sent as the older ACKs came (a queue
+            // on the way back holding them, seen near the receiver), so the sender was waiting
+            // for ACKs, not for its application.
+            Resume::NewData if in_flight == 0 && self.echoes_older_ack(ev) => StallClass::AckDelay,
             Resume::NewData if in_flight == 0 => StallClass::SenderLimited,
             _ if in_flight == 0 => return, // an ACK of nothing: not a transfer
             _ if self
@@ -336,7 +361,7 @@ impl Dir {
             class,
             in_flight,
             window: self.window(),
-            run_bytes: self.run_bytes,
+            run_bytes: u64::from(self.run_bytes),
             responding: self.is(RESPONDING),
             last_retransmission_ns: extra.peek::<LastRetx>(sender).and_then(|t| t.0.get()),
             resumed_bytes: match how {
