@@ -273,17 +273,28 @@ fn syn_refused_positive_and_negative() {
 
 #[test]
 fn zero_window_stall_is_timed_and_open_windows_are_silent() {
-    let f = run(&with_hs(&[
-        (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
-        (12, C, ACK, 1001, 6001, 0, 0, &[]), // the client stops reading
-        (212, S, ACK, 6000, 1001, 0, 1000, &[]), // zero-window probe
-        (300, C, ACK, 1001, 6001, 0, 500, &[]), // window update after 288 ms
-        (301, S, ACK | PSH, 6001, 1001, 500, 1000, &[]),
-    ]));
+    // Seen at the client (the handshake's SYN -> SYN-ACK: 10 ms to the server and back). The
+    // window is zero from 12 to the update at 300 (288 ms); the server's data comes back
+    // `resume` ms after the update: the stall lasts until then, at most the 10 ms the update
+    // and the data take between here and the server.
+    let zero = |resume: i64| {
+        run(&with_hs(&[
+            (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
+            (12, C, ACK, 1001, 6001, 0, 0, &[]), // the client stops reading
+            (212, S, ACK, 6000, 1001, 0, 1000, &[]), // zero-window probe
+            (300, C, ACK, 1001, 6001, 0, 500, &[]), // window update after 288 ms
+            (300 + resume, S, ACK | PSH, 6001, 1001, 500, 1000, &[]),
+        ]))
+    };
+    let f = zero(10);
     assert_eq!(ids(&f), ["zero-window"]);
-    assert_eq!(f[0].cost_ns, 288 * MS);
+    assert_eq!(f[0].cost_ns, 298 * MS);
     assert_eq!(f[0].frames, [5, 7]);
     assert_eq!(f[0].details.json()["receiver"], "client");
+    // Data 1 ms after the update: no more than that. Data 500 ms later (nothing more to
+    // send at once): the update's 10 ms way only.
+    assert_eq!(zero(1)[0].cost_ns, 289 * MS);
+    assert_eq!(zero(500)[0].cost_ns, 298 * MS);
     let f = run(&with_hs(&[
         (11, S, ACK | PSH, 5001, 1001, 1000, 1000, &[]),
         (12, C, ACK, 1001, 6001, 0, 1000, &[]),
@@ -3367,7 +3378,7 @@ fn data_resent_after_the_peer_reset_the_connection_waits_for_nobody() {
 fn a_zero_window_after_the_peers_fin_holds_nothing_back() {
     // skype.pcap 50117 (nDPI): both FINs exchanged, then the client's last ACK with a zero
     // window. Nothing more could come: no stall. The same zero window before any FIN, opened
-    // 100 ms later: a 100 ms zero-window stall.
+    // 100 ms later, the server's data 1 ms after the update: a 101 ms zero-window stall.
     let after_fin = run(&with_hs(&[
         (20, S, ACK | PSH | FIN, 5001, 1001, 100, 1000, &[]),
         (21, C, ACK | FIN, 1001, 5102, 0, 1000, &[]),
@@ -3382,7 +3393,7 @@ fn a_zero_window_after_the_peers_fin_holds_nothing_back() {
     ]));
     let z: Vec<&Finding> = before.iter().filter(|f| f.id == "zero-window").collect();
     assert_eq!(z.len(), 1, "{before:?}");
-    assert_eq!(z[0].cost_ns, 100 * MS);
+    assert_eq!(z[0].cost_ns, 101 * MS);
 }
 
 #[test]

@@ -9,7 +9,11 @@
 //! **Evidence.** The first zero-window segment and the window update. Details: how many
 //! stalls, whether the last one recovered before the capture ended.
 //!
-//! **Cost.** The stall: from the zero window to the update, per stall.
+//! **Cost.** The stall: from the zero window to the update, per stall, plus the update's way
+//! to the sender and its data's way back to the capture point (the sender's share of the
+//! handshake, `to_sender`: 0 at the sender, a round trip at the receiver), as far as the
+//! sender's next data came that late (a sender with nothing more to send is charged to the
+//! update only).
 //!
 //! **Known false positives.** None known for the stall itself; its cause is the receiving
 //! application (or a receive buffer too small for the rate).
@@ -31,6 +35,8 @@ pub static INFO: Info = Info {
 #[derive(Default, Debug)]
 pub(crate) struct State {
     zero_since: Option<At>,
+    /// The last window update, until the sender's next data shows when it arrived there.
+    reopened: Option<At>,
     first: Option<(At, At)>,
     stalls: u32,
     total_ns: i64,
@@ -61,6 +67,16 @@ impl Detector for ZeroWindow {
         if ev.seg.window == 0 && c.endpoint(ev.from.other()).fin.is_some() {
             return;
         }
+        // The sender's first data after an update: the stall lasted until the update reached
+        // it, as long as its data took to come back here after that.
+        if ev.seg.payload_len > 0 {
+            if let Some(st) = cs.extra.peek_mut::<State>(ev.from.other()) {
+                if let Some(u) = st.reopened.take() {
+                    let way = super::to_sender(c, ev.from);
+                    st.total_ns += (ev.at.ts_ns - u.ts_ns).clamp(0, way);
+                }
+            }
+        }
         // A direction gets its state at its first zero window: most never advertise one
         // (their state is never written, nor read when the connection ends).
         if ev.seg.window == 0 {
@@ -71,6 +87,7 @@ impl Detector for ZeroWindow {
                 st.stalls += 1;
                 st.total_ns += ev.at.ts_ns - z.ts_ns;
                 st.first.get_or_insert((z, ev.at));
+                st.reopened = Some(ev.at);
             }
         }
     }

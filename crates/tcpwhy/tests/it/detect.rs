@@ -487,7 +487,7 @@ fn connection_details_on_request() {
         .nth(1)
         .expect("a details section");
     assert!(details.contains("#1 127.0.0.1:"), "{details}");
-    assert!(details.contains("[zero-window] 401 ms lost"), "{details}");
+    assert!(details.contains("[zero-window] 402 ms lost"), "{details}");
     assert!(
         details.contains(
             "stall (sender-limited): the server made no progress for 300 ms (frames 95-96)"
