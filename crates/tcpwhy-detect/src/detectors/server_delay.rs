@@ -392,7 +392,7 @@ impl Detector for ServerDelay {
                     ms(fastest)
                 ),
             },
-            if prompt_acks > 0 { "; its TCP stack acknowledged the requests at once, the application answered late" } else { "" },
+            if prompt_acks > 0 { "; its TCP stack acknowledged the requests before the answers began: the application answered late" } else { "" },
             ms(st.total_ns)
         );
         f.fix = "the time is spent in the server application (or what it waits for: a database, a lock, a full accept queue, a slow disk): profile it; the network is not the cause".into();
